@@ -1,1 +1,24 @@
+//! The pure heart of reloader: everything that decides, and nothing that talks to a cluster.
+//!
+//! - [`hash`]: Stakater-compatible content hashes and [`naming`]: the env-var marker names.
+//! - [`annotations`]: the annotation keys and how their values parse.
+//! - [`references`]: which ConfigMaps/Secrets a pod spec uses, and which container gets the marker.
+//! - [`model`]: the compact, data-free views of resources and workloads.
+//! - [`decide`]: compat.md §4 as a function from (workload, resource, options) to a decision.
+//! - [`workload`]: the trait a backend implements to turn a decision into a write.
+//! - [`index`]: the state kept from watches, with the reverse index resource → workloads.
+//! - [`options`]: the command line and environment, typed and validated.
+//! - [`selector`] and [`duration`]: label selectors and Go-style durations.
 
+pub mod annotations;
+pub mod decide;
+pub mod duration;
+pub mod hash;
+pub mod index;
+pub mod markers;
+pub mod model;
+pub mod naming;
+pub mod options;
+pub mod references;
+pub mod selector;
+pub mod workload;

@@ -1,0 +1,282 @@
+//! Markers: the env var or pod-template annotation that records what a workload last reloaded
+//! for. Reading them from a template, and applying marker changes to a template.
+
+use k8s_openapi::api::core::v1::{EnvVar, PodTemplateSpec};
+use serde_json::{Value, json};
+
+use crate::annotations::{AnnotationKeys, ReloadAnnotations};
+use crate::hash::DELETE_MARKER_HASH;
+use crate::model::{ContentHash, ReloadStrategy, ResourceKey, ResourceKind, WorkloadKey};
+use crate::naming::env_var_name;
+use crate::references::discover_references;
+use crate::workload::{MarkerAction, MarkerChange, Workload, WorkloadView};
+
+const ENV_PREFIX: &str = "STAKATER_";
+
+/// An env var whose name looks like a reloader marker (`STAKATER_*_CONFIGMAP|SECRET|...`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvMarker {
+    pub container: u16,
+    pub name: Box<str>,
+    pub value: Box<str>,
+}
+
+/// The parsed `last-reloaded-from` annotation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnnotationMarker {
+    pub resource: ResourceKey,
+    pub hash: ContentHash,
+}
+
+/// The markers a pod template carries now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Markers {
+    pub env: Vec<EnvMarker>,
+    pub annotation: Option<AnnotationMarker>,
+}
+
+impl Markers {
+    pub fn read(template: &PodTemplateSpec, keys: &AnnotationKeys) -> Self {
+        let mut env = Vec::new();
+        if let Some(spec) = &template.spec {
+            for (i, c) in spec.containers.iter().enumerate() {
+                for e in c.env.iter().flatten() {
+                    if is_marker_name(&e.name) {
+                        env.push(EnvMarker {
+                            container: i as u16,
+                            name: e.name.as_str().into(),
+                            value: e.value.as_deref().unwrap_or_default().into(),
+                        });
+                    }
+                }
+            }
+        }
+        let annotation = template
+            .metadata
+            .as_ref()
+            .and_then(|m| m.annotations.as_ref())
+            .and_then(|a| a.get(&keys.last_reloaded_from))
+            .and_then(|v| parse_annotation_marker(v));
+        Markers { env, annotation }
+    }
+
+    /// The env-var marker value for a resource, on any container.
+    pub fn env_value(&self, kind: ResourceKind, name: &str) -> Option<&str> {
+        let wanted = env_var_name(kind, name);
+        self.env.iter().find(|m| *m.name == *wanted).map(|m| &*m.value)
+    }
+
+    /// Does the workload already record `action` for `resource` under `strategy`?
+    pub fn records(&self, resource: &ResourceKey, action: &MarkerAction, strategy: ReloadStrategy) -> bool {
+        match (strategy, action) {
+            (ReloadStrategy::EnvVars, MarkerAction::Set(hash)) => {
+                self.env_value(resource.kind, &resource.name) == Some(hash.to_hex().as_str())
+            }
+            (ReloadStrategy::EnvVars, MarkerAction::Remove) => {
+                self.env_value(resource.kind, &resource.name).is_none()
+            }
+            (ReloadStrategy::Annotations, MarkerAction::Set(hash)) => {
+                self.annotation.as_ref().is_some_and(|a| a.resource == *resource && a.hash == *hash)
+            }
+            // Deletes under the annotations strategy are written as Set(delete-marker).
+            (ReloadStrategy::Annotations, MarkerAction::Remove) => self
+                .annotation
+                .as_ref()
+                .is_some_and(|a| a.resource == *resource && a.hash == DELETE_MARKER_HASH),
+        }
+    }
+
+    /// The hash recorded for `resource` under `strategy`, if any (for the start-up catch-up).
+    pub fn recorded_hash(&self, resource: &ResourceKey, strategy: ReloadStrategy) -> Option<ContentHash> {
+        match strategy {
+            ReloadStrategy::EnvVars => self
+                .env_value(resource.kind, &resource.name)
+                .and_then(ContentHash::from_hex),
+            ReloadStrategy::Annotations => {
+                self.annotation.as_ref().filter(|a| a.resource == *resource).map(|a| a.hash)
+            }
+        }
+    }
+}
+
+fn is_marker_name(name: &str) -> bool {
+    name.starts_with(ENV_PREFIX)
+        && ["_CONFIGMAP", "_SECRET", "_SECRETPROVIDERCLASS"].iter().any(|s| name.ends_with(s))
+}
+
+/// The `last-reloaded-from` value, with Stakater's field order.
+pub fn annotation_marker_value(resource: &ResourceKey, hash: &ContentHash, container: &str, observed_at: i64) -> String {
+    // serde_json's `preserve_order` is not enabled, so the order is written by hand.
+    format!(
+        "{{\"type\":{},\"name\":{},\"namespace\":{},\"hash\":{},\"containerRefs\":[{}],\"observedAt\":{}}}",
+        json!(resource.kind.marker_type()),
+        json!(&*resource.name),
+        json!(&*resource.namespace),
+        json!(hash.to_hex()),
+        json!(container),
+        observed_at
+    )
+}
+
+pub fn parse_annotation_marker(value: &str) -> Option<AnnotationMarker> {
+    let v: Value = serde_json::from_str(value).ok()?;
+    let kind = ResourceKind::from_marker_type(v.get("type")?.as_str()?)?;
+    Some(AnnotationMarker {
+        resource: ResourceKey::new(kind, v.get("namespace")?.as_str()?, v.get("name")?.as_str()?),
+        hash: ContentHash::from_hex(v.get("hash")?.as_str()?)?,
+    })
+}
+
+/// Builds the compact view of any workload (the provided `Workload::view`).
+pub fn build_view<W: Workload + ?Sized>(w: &W, keys: &AnnotationKeys) -> WorkloadView {
+    let meta = w.metadata();
+    let template = w.pod_template();
+    let annotations = meta.annotations.as_ref();
+    let get = |k: &str| annotations.and_then(|a| a.get(k)).map(|v| Box::<str>::from(v.as_str()));
+    let template_annotations = template.and_then(|t| t.metadata.as_ref()).and_then(|m| m.annotations.as_ref());
+    let spec = template.and_then(|t| t.spec.as_ref());
+    WorkloadView {
+        key: WorkloadKey::new(
+            w.kind(),
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default(),
+        ),
+        metadata_rules: ReloadAnnotations::from_map(annotations, keys),
+        template_rules: ReloadAnnotations::from_map(template_annotations, keys),
+        references: spec.map(discover_references).unwrap_or_default(),
+        containers: spec.map(|s| s.containers.iter().map(|c| c.name.as_str().into()).collect()).unwrap_or_default(),
+        markers: template.map(|t| Markers::read(t, keys)).unwrap_or_default(),
+        has_template: template.is_some(),
+        suspended: w.suspended(),
+        paused: w.paused(),
+        pause_period: get(&keys.pause_period),
+        paused_at: get(&keys.paused_at),
+        restart_strategy: get(&keys.rollout_strategy).is_some_and(|s| s.trim() == "restart"),
+    }
+}
+
+/// Applies marker changes to a pod template in place. Returns whether anything changed.
+/// Used where the write carries a whole template (Jobs) or a CRD patch is derived from it.
+pub fn apply_to_template(
+    template: &mut PodTemplateSpec,
+    changes: &[MarkerChange],
+    keys: &AnnotationKeys,
+    now_unix: i64,
+) -> bool {
+    let mut changed = false;
+    for change in changes {
+        let Some(spec) = template.spec.as_mut() else { continue };
+        let Some(container) = spec.containers.get_mut(change.container as usize) else { continue };
+        let container_name = container.name.clone();
+        let env_name = env_var_name(change.resource.kind, &change.resource.name);
+        match (change.strategy, &change.action) {
+            (ReloadStrategy::EnvVars, MarkerAction::Set(hash)) => {
+                let env = container.env.get_or_insert_with(Vec::new);
+                let value = hash.to_hex();
+                match env.iter_mut().find(|e| e.name == env_name) {
+                    Some(e) if e.value.as_deref() == Some(value.as_str()) && e.value_from.is_none() => {}
+                    Some(e) => {
+                        e.value = Some(value);
+                        e.value_from = None;
+                        changed = true;
+                    }
+                    None => {
+                        env.push(EnvVar { name: env_name, value: Some(value), value_from: None });
+                        changed = true;
+                    }
+                }
+            }
+            (ReloadStrategy::EnvVars, MarkerAction::Remove) => {
+                // Remove it from every container: a stale copy elsewhere would still roll pods later.
+                for c in spec.containers.iter_mut() {
+                    if let Some(env) = c.env.as_mut() {
+                        let before = env.len();
+                        env.retain(|e| e.name != env_name);
+                        changed |= env.len() != before;
+                    }
+                }
+            }
+            (ReloadStrategy::Annotations, action) => {
+                let hash = match action {
+                    MarkerAction::Set(h) => *h,
+                    MarkerAction::Remove => DELETE_MARKER_HASH,
+                };
+                let current = template
+                    .metadata
+                    .as_ref()
+                    .and_then(|m| m.annotations.as_ref())
+                    .and_then(|a| a.get(&keys.last_reloaded_from))
+                    .and_then(|v| parse_annotation_marker(v));
+                if current.is_some_and(|c| c.resource == change.resource && c.hash == hash) {
+                    continue;
+                }
+                let value = annotation_marker_value(&change.resource, &hash, &container_name, now_unix);
+                template
+                    .metadata
+                    .get_or_insert_with(Default::default)
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .insert(keys.last_reloaded_from.clone(), value);
+                changed = true;
+            }
+        }
+    }
+    changed
+}
+
+/// The strategic-merge patch body for the pod template that applies `changes`, or `None` if
+/// the template already records them all. Only the touched containers and keys are sent.
+pub fn template_strategic_patch(
+    template: &PodTemplateSpec,
+    changes: &[MarkerChange],
+    keys: &AnnotationKeys,
+    now_unix: i64,
+) -> Option<Value> {
+    let mut after = template.clone();
+    if !apply_to_template(&mut after, changes, keys, now_unix) {
+        return None;
+    }
+    let before_containers = template.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or_default();
+    let after_containers = after.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or_default();
+    let mut containers = Vec::new();
+    for (before, after) in before_containers.iter().zip(after_containers) {
+        let before_env = before.env.as_deref().unwrap_or_default();
+        let after_env = after.env.as_deref().unwrap_or_default();
+        let mut env = Vec::new();
+        for e in after_env {
+            if !before_env.contains(e) {
+                env.push(json!({"name": e.name, "value": e.value}));
+            }
+        }
+        for e in before_env {
+            if !after_env.iter().any(|a| a.name == e.name) {
+                env.push(json!({"name": e.name, "$patch": "delete"}));
+            }
+        }
+        if !env.is_empty() {
+            containers.push(json!({"name": after.name, "env": env}));
+        }
+    }
+    let mut template_patch = serde_json::Map::new();
+    if !containers.is_empty() {
+        template_patch.insert("spec".into(), json!({ "containers": containers }));
+    }
+    let before_annotation = annotation_of(template, keys);
+    let after_annotation = annotation_of(&after, keys);
+    if before_annotation != after_annotation {
+        template_patch.insert(
+            "metadata".into(),
+            json!({"annotations": {keys.last_reloaded_from.clone(): after_annotation}}),
+        );
+    }
+    Some(json!({ "spec": { "template": Value::Object(template_patch) } }))
+}
+
+fn annotation_of(template: &PodTemplateSpec, keys: &AnnotationKeys) -> Option<String> {
+    template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.annotations.as_ref())
+        .and_then(|a| a.get(&keys.last_reloaded_from))
+        .cloned()
+}

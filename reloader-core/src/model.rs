@@ -1,0 +1,254 @@
+//! Compact views: what the index keeps about resources and workloads. No data, no managedFields.
+
+use std::fmt;
+
+/// The kind of a watched resource a workload can reload for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ResourceKind {
+    ConfigMap,
+    Secret,
+    /// A `SecretProviderClass`, whose content is read from its `SecretProviderClassPodStatus`.
+    SecretProviderClass,
+}
+
+impl ResourceKind {
+    /// Suffix of the env-var marker (`STAKATER_<NAME>_<SUFFIX>`) and the `type` of the annotation marker.
+    pub fn marker_type(self) -> &'static str {
+        match self {
+            ResourceKind::ConfigMap => "CONFIGMAP",
+            ResourceKind::Secret => "SECRET",
+            ResourceKind::SecretProviderClass => "SECRETPROVIDERCLASS",
+        }
+    }
+
+    pub fn from_marker_type(s: &str) -> Option<Self> {
+        match s {
+            "CONFIGMAP" => Some(ResourceKind::ConfigMap),
+            "SECRET" => Some(ResourceKind::Secret),
+            "SECRETPROVIDERCLASS" => Some(ResourceKind::SecretProviderClass),
+            _ => None,
+        }
+    }
+
+    /// Label used in metrics and logs (`configmaps`, `secrets`, `secretproviderclasses`).
+    pub fn plural(self) -> &'static str {
+        match self {
+            ResourceKind::ConfigMap => "configmaps",
+            ResourceKind::Secret => "secrets",
+            ResourceKind::SecretProviderClass => "secretproviderclasses",
+        }
+    }
+}
+
+impl fmt::Display for ResourceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ResourceKind::ConfigMap => "ConfigMap",
+            ResourceKind::Secret => "Secret",
+            ResourceKind::SecretProviderClass => "SecretProviderClass",
+        })
+    }
+}
+
+/// Every workload kind reloader can roll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WorkloadKind {
+    Deployment,
+    DaemonSet,
+    StatefulSet,
+    CronJob,
+    Job,
+    /// argoproj.io/v1alpha1 Rollout.
+    Rollout,
+    /// apps.openshift.io/v1 DeploymentConfig.
+    DeploymentConfig,
+}
+
+impl WorkloadKind {
+    pub const ALL: [WorkloadKind; 7] = [
+        WorkloadKind::Deployment,
+        WorkloadKind::DaemonSet,
+        WorkloadKind::StatefulSet,
+        WorkloadKind::CronJob,
+        WorkloadKind::Job,
+        WorkloadKind::Rollout,
+        WorkloadKind::DeploymentConfig,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadKind::Deployment => "Deployment",
+            WorkloadKind::DaemonSet => "DaemonSet",
+            WorkloadKind::StatefulSet => "StatefulSet",
+            WorkloadKind::CronJob => "CronJob",
+            WorkloadKind::Job => "Job",
+            WorkloadKind::Rollout => "Rollout",
+            WorkloadKind::DeploymentConfig => "DeploymentConfig",
+        }
+    }
+
+    /// Parses a kind as typed by a person (`deployment`, `deploy`, `Deployment`, `deployments`, ...).
+    pub fn parse_loose(s: &str) -> Option<Self> {
+        let lower = s.to_ascii_lowercase();
+        let kind = match lower.trim_end_matches('s') {
+            "deployment" | "deploy" => WorkloadKind::Deployment,
+            "daemonset" | "d" | "ds" => WorkloadKind::DaemonSet,
+            "statefulset" | "st" | "sts" => WorkloadKind::StatefulSet,
+            "cronjob" | "cj" => WorkloadKind::CronJob,
+            "job" => WorkloadKind::Job,
+            "rollout" | "ro" => WorkloadKind::Rollout,
+            "deploymentconfig" | "dc" => WorkloadKind::DeploymentConfig,
+            _ => return None,
+        };
+        Some(kind)
+    }
+}
+
+impl fmt::Display for WorkloadKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A SHA-1 content hash, kept as 20 bytes (the hex form is only built when written or logged).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ContentHash(pub [u8; 20]);
+
+impl ContentHash {
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+
+    /// Parses the lowercase (or uppercase) 40-digit hex form; anything else is `None`.
+    pub fn from_hex(s: &str) -> Option<Self> {
+        let mut out = [0u8; 20];
+        hex::decode_to_slice(s.trim(), &mut out).ok()?;
+        Some(ContentHash(out))
+    }
+}
+
+impl fmt::Display for ContentHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl fmt::Debug for ContentHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ContentHash({})", self.to_hex())
+    }
+}
+
+/// Identifies a ConfigMap, Secret or SecretProviderClass.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResourceKey {
+    pub kind: ResourceKind,
+    pub namespace: Box<str>,
+    pub name: Box<str>,
+}
+
+impl ResourceKey {
+    pub fn new(kind: ResourceKind, namespace: &str, name: &str) -> Self {
+        ResourceKey { kind, namespace: namespace.into(), name: name.into() }
+    }
+}
+
+impl fmt::Display for ResourceKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// What the index keeps of a ConfigMap/Secret/SecretProviderClass: no data at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceView {
+    pub key: ResourceKey,
+    pub hash: ContentHash,
+    /// The resource carries the match annotation with the exact value `"true"`.
+    pub matched: bool,
+    /// The resource carries the ignore annotation with the exact value `"true"`.
+    pub ignored: bool,
+}
+
+/// Identifies a workload.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WorkloadKey {
+    pub kind: WorkloadKind,
+    pub namespace: Box<str>,
+    pub name: Box<str>,
+}
+
+impl WorkloadKey {
+    pub fn new(kind: WorkloadKind, namespace: &str, name: &str) -> Self {
+        WorkloadKey { kind, namespace: namespace.into(), name: name.into() }
+    }
+}
+
+impl fmt::Display for WorkloadKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// How a pod spec uses a resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RefVia {
+    /// `volumes[].configMap` / `volumes[].secret`.
+    Volume,
+    /// `volumes[].projected.sources[]`.
+    Projected,
+    /// `volumes[].csi.volumeAttributes.secretProviderClass`.
+    Csi,
+    /// `env[].valueFrom.configMapKeyRef` / `secretKeyRef`.
+    EnvValueFrom,
+    /// `envFrom[].configMapRef` / `secretRef`.
+    EnvFrom,
+}
+
+impl RefVia {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefVia::Volume => "volume",
+            RefVia::Projected => "projected volume",
+            RefVia::Csi => "CSI volume",
+            RefVia::EnvValueFrom => "env valueFrom",
+            RefVia::EnvFrom => "envFrom",
+        }
+    }
+}
+
+/// One use of a resource by a pod spec.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Reference {
+    pub kind: ResourceKind,
+    pub name: Box<str>,
+    pub via: RefVia,
+    /// The container using it (for volumes: the first container mounting the volume), if any.
+    pub container: Option<ContainerRef>,
+}
+
+/// A container of the pod spec, by position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ContainerRef {
+    Regular(u16),
+    Init(u16),
+}
+
+/// How a reload is recorded in the pod template (compat.md §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ReloadStrategy {
+    /// `STAKATER_<NAME>_<TYPE>` env var on one container.
+    #[default]
+    EnvVars,
+    /// The `reloader.stakater.com/last-reloaded-from` pod-template annotation.
+    Annotations,
+}
+
+impl ReloadStrategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReloadStrategy::EnvVars => "env-vars",
+            ReloadStrategy::Annotations => "annotations",
+        }
+    }
+}

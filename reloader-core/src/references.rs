@@ -1,0 +1,103 @@
+//! Which ConfigMaps, Secrets and SecretProviderClasses a pod spec uses (compat.md §4.4), and
+//! which container gets the env-var marker.
+
+use k8s_openapi::api::core::v1::{Container, PodSpec};
+
+use crate::model::{ContainerRef, RefVia, Reference, ResourceKind};
+
+/// Every use of a resource by `spec`, regular containers before init containers, volumes
+/// before env. A volume reference names the first container mounting it (regular first).
+pub fn discover_references(spec: &PodSpec) -> Vec<Reference> {
+    let mut refs = Vec::new();
+    for volume in spec.volumes.iter().flatten() {
+        let container = first_mounting_container(spec, &volume.name);
+        let mut push = |kind, name: Option<&String>, via| {
+            if let Some(name) = name.filter(|n| !n.is_empty()) {
+                refs.push(Reference { kind, name: name.as_str().into(), via, container });
+            }
+        };
+        if let Some(cm) = &volume.config_map {
+            push(ResourceKind::ConfigMap, Some(&cm.name), RefVia::Volume);
+        }
+        if let Some(secret) = &volume.secret {
+            push(ResourceKind::Secret, secret.secret_name.as_ref(), RefVia::Volume);
+        }
+        if let Some(projected) = &volume.projected {
+            for source in projected.sources.iter().flatten() {
+                if let Some(cm) = &source.config_map {
+                    push(ResourceKind::ConfigMap, Some(&cm.name), RefVia::Projected);
+                }
+                if let Some(secret) = &source.secret {
+                    push(ResourceKind::Secret, Some(&secret.name), RefVia::Projected);
+                }
+            }
+        }
+        if let Some(csi) = &volume.csi {
+            let class = csi.volume_attributes.as_ref().and_then(|a| a.get("secretProviderClass"));
+            push(ResourceKind::SecretProviderClass, class, RefVia::Csi);
+        }
+    }
+    let containers = spec.containers.iter().enumerate().map(|(i, c)| (ContainerRef::Regular(i as u16), c));
+    let inits = spec.init_containers.iter().flatten().enumerate().map(|(i, c)| (ContainerRef::Init(i as u16), c));
+    for (at, container) in containers.chain(inits) {
+        env_references(container, at, &mut refs);
+    }
+    refs
+}
+
+fn env_references(container: &Container, at: ContainerRef, refs: &mut Vec<Reference>) {
+    let mut push = |kind, name: &str, via| {
+        if !name.is_empty() {
+            refs.push(Reference { kind, name: name.into(), via, container: Some(at) });
+        }
+    };
+    for env in container.env.iter().flatten() {
+        let Some(from) = &env.value_from else { continue };
+        if let Some(r) = &from.config_map_key_ref {
+            push(ResourceKind::ConfigMap, &r.name, RefVia::EnvValueFrom);
+        }
+        if let Some(r) = &from.secret_key_ref {
+            push(ResourceKind::Secret, &r.name, RefVia::EnvValueFrom);
+        }
+    }
+    for from in container.env_from.iter().flatten() {
+        if let Some(r) = &from.config_map_ref {
+            push(ResourceKind::ConfigMap, &r.name, RefVia::EnvFrom);
+        }
+        if let Some(r) = &from.secret_ref {
+            push(ResourceKind::Secret, &r.name, RefVia::EnvFrom);
+        }
+    }
+}
+
+fn first_mounting_container(spec: &PodSpec, volume: &str) -> Option<ContainerRef> {
+    let mounts = |c: &Container| c.volume_mounts.iter().flatten().any(|m| m.name == volume);
+    if let Some(i) = spec.containers.iter().position(mounts) {
+        return Some(ContainerRef::Regular(i as u16));
+    }
+    spec.init_containers.iter().flatten().position(mounts).map(|i| ContainerRef::Init(i as u16))
+}
+
+/// The regular container that gets the marker for a resource (compat.md §4.4): the first
+/// regular container mounting a referencing volume; else the first regular container with an
+/// env/envFrom reference; else (init-container-only reference, or an explicit reload without
+/// any reference) `containers[0]`. `None` when there are no regular containers.
+pub fn marker_container(references: &[Reference], containers: usize, kind: ResourceKind, name: &str) -> Option<u16> {
+    if containers == 0 {
+        return None;
+    }
+    let regular = |r: &&Reference, volume: bool| match r.container {
+        Some(ContainerRef::Regular(i)) if r.kind == kind && &*r.name == name => {
+            (matches!(r.via, RefVia::Volume | RefVia::Projected | RefVia::Csi) == volume).then_some(i)
+        }
+        _ => None,
+    };
+    let via_volume = references.iter().filter_map(|r| regular(&r, true)).min();
+    let via_env = || references.iter().filter_map(|r| regular(&r, false)).min();
+    Some(via_volume.or_else(via_env).unwrap_or(0))
+}
+
+/// Does the pod spec use the resource at all (regular or init container, any way)?
+pub fn references_resource(references: &[Reference], kind: ResourceKind, name: &str) -> bool {
+    references.iter().any(|r| r.kind == kind && &*r.name == name)
+}

@@ -1,0 +1,1 @@
+//! Kubernetes label selectors with Stakater's legacy rewrites.

@@ -1,0 +1,133 @@
+//! The `Workload` trait: what a backend provides so the core can decide and a write can be built.
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::annotations::{AnnotationKeys, ReloadAnnotations};
+use crate::markers::Markers;
+use crate::model::{ContentHash, Reference, ReloadStrategy, ResourceKey, WorkloadKey, WorkloadKind};
+
+/// Everything the index keeps about one workload: enough to decide, nothing more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadView {
+    pub key: WorkloadKey,
+    /// Reloader annotations on the workload's own metadata.
+    pub metadata_rules: ReloadAnnotations,
+    /// Reloader annotations on the pod template (the fallback of compat.md §4.3 step 1).
+    pub template_rules: ReloadAnnotations,
+    /// Every ConfigMap/Secret/SecretProviderClass the pod spec uses.
+    pub references: Vec<Reference>,
+    /// Names of the regular containers, in order (the marker goes on one of them).
+    pub containers: Vec<Box<str>>,
+    /// The markers the pod template carries now.
+    pub markers: Markers,
+    /// False for kinds without an inline pod template (a `workloadRef` Rollout).
+    pub has_template: bool,
+    /// A suspended CronJob.
+    pub suspended: bool,
+    /// `spec.paused` (Deployments, Rollouts).
+    pub paused: bool,
+    /// The raw pause-period annotation (Deployments only), parsed when used.
+    pub pause_period: Option<Box<str>>,
+    /// The raw paused-at annotation (RFC 3339), written by reloader when it paused the workload.
+    pub paused_at: Option<Box<str>>,
+    /// Argo Rollouts `rollout-strategy: restart`.
+    pub restart_strategy: bool,
+}
+
+/// What to do to a workload's markers for one resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MarkerAction {
+    /// Record `hash` (update, create, and delete under the annotations strategy).
+    Set(ContentHash),
+    /// Remove the env-var marker (delete under the env-vars strategy).
+    Remove,
+}
+
+/// One marker change a reload applies. Several changes to one workload make one write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkerChange {
+    pub resource: ResourceKey,
+    pub action: MarkerAction,
+    pub strategy: ReloadStrategy,
+    /// Index of the regular container that gets the env-var marker.
+    pub container: u16,
+}
+
+/// Which patch format a patch body is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchKind {
+    /// Kubernetes strategic-merge patch (built-in kinds only; CRDs answer 415).
+    Strategic,
+    /// RFC 7386 JSON merge patch.
+    Merge,
+    /// RFC 6902 JSON patch.
+    Json,
+}
+
+/// The concrete write a backend wants made. The executor sends it; backends never do I/O.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkloadWrite {
+    /// PATCH the workload itself.
+    Patch { kind: PatchKind, body: serde_json::Value },
+    /// Create this Job (a CronJob reload: the CronJob itself is not modified).
+    CreateJob(Box<Job>),
+    /// Delete the Job of the same name (background propagation), then create this one.
+    RecreateJob(Box<Job>),
+}
+
+/// Inputs a write may need besides the object and the changes.
+#[derive(Debug, Clone)]
+pub struct WriteContext<'a> {
+    pub keys: &'a AnnotationKeys,
+    /// Unix seconds, for `observedAt`.
+    pub now_unix: i64,
+    /// RFC 3339, for `paused-at` and Argo's `restartAt`.
+    pub now_rfc3339: String,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum WriteError {
+    #[error("{0} has no pod template (a workloadRef Rollout?): nothing to reload")]
+    NoTemplate(WorkloadKey),
+    #[error("{0} has no containers: nothing to put the marker on")]
+    NoContainers(WorkloadKey),
+    #[error("{workload}: container index {index} does not exist")]
+    NoSuchContainer { workload: WorkloadKey, index: u16 },
+}
+
+/// A workload kind as the core sees it. Backends implement it on the typed object (or a thin
+/// wrapper), the executor calls it on a freshly read object when a write is needed.
+pub trait Workload {
+    fn kind(&self) -> WorkloadKind;
+    fn metadata(&self) -> &ObjectMeta;
+    /// The pod template, or `None` for a kind instance without one (a `workloadRef` Rollout).
+    fn pod_template(&self) -> Option<&PodTemplateSpec>;
+    /// A suspended CronJob does not spawn Jobs on reload.
+    fn suspended(&self) -> bool {
+        false
+    }
+    /// `spec.paused` where the kind has it.
+    fn paused(&self) -> bool {
+        false
+    }
+
+    /// The compact view the index keeps.
+    fn view(&self, keys: &AnnotationKeys) -> WorkloadView {
+        crate::markers::build_view(self, keys)
+    }
+
+    /// The write that applies `changes` (all for this workload), or `None` if the workload
+    /// already carries every marker (idempotence: replays and restarts write nothing).
+    fn reload_write(
+        &self,
+        changes: &[MarkerChange],
+        ctx: &WriteContext<'_>,
+    ) -> Result<Option<WorkloadWrite>, WriteError>;
+
+    /// The write that ends a pause period (Deployments only).
+    fn resume_write(&self, _ctx: &WriteContext<'_>) -> Option<WorkloadWrite> {
+        None
+    }
+}
