@@ -122,7 +122,10 @@ impl ReloadAnnotations {
     /// compat.md §4.3 step 1: does this map hold any of the keys that select it for `kind`?
     pub fn selects_for(&self, kind: ResourceKind) -> bool {
         let i = kind_index(kind);
-        self.explicit[i].is_some() || self.auto.is_some() || self.typed_auto[i].is_some() || self.search.is_some()
+        self.explicit[i].is_some()
+            || self.auto.is_some()
+            || self.typed_auto[i].is_some()
+            || self.search.is_some()
     }
 }
 

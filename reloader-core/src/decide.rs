@@ -1,7 +1,7 @@
 //! compat.md §4.3 as a pure function: which workloads reload for a changed resource, and how.
 //! (API fixed; bodies are being filled in by the decision work.)
 
-use crate::model::{ResourceView, ReloadStrategy};
+use crate::model::{ReloadStrategy, ResourceView};
 use crate::workload::{MarkerChange, WorkloadView};
 
 /// The options that change decisions.

@@ -9,8 +9,8 @@ use crate::model::ContentHash;
 
 /// SHA-1 of `__RELOADER_EMPTY_DELETE_MARKER__`: the annotation-strategy marker of a deleted resource.
 pub const DELETE_MARKER_HASH: ContentHash = ContentHash([
-    0xaa, 0xe4, 0x5b, 0xad, 0xef, 0x99, 0x28, 0x4e, 0x4d, 0xae, 0x01, 0xd6, 0x04, 0x61, 0x54, 0xea,
-    0x9d, 0x99, 0x53, 0x2f,
+    0xaa, 0xe4, 0x5b, 0xad, 0xef, 0x99, 0x28, 0x4e, 0x4d, 0xae, 0x01, 0xd6, 0x04, 0x61, 0x54, 0xea, 0x9d,
+    0x99, 0x53, 0x2f,
 ]);
 
 /// SHA-1 of arbitrary bytes.
@@ -80,7 +80,11 @@ mod tests {
             ),
             ("empty configmap", configmap_hash([], []), "da39a3ee5e6b4b0d3255bfef95601890afd80709"),
             ("empty secret", secret_hash([]), "da39a3ee5e6b4b0d3255bfef95601890afd80709"),
-            ("delete marker", sha1(b"__RELOADER_EMPTY_DELETE_MARKER__"), "aae45badef99284e4dae01d6046154ea9d99532f"),
+            (
+                "delete marker",
+                sha1(b"__RELOADER_EMPTY_DELETE_MARKER__"),
+                "aae45badef99284e4dae01d6046154ea9d99532f",
+            ),
             ("delete marker const", DELETE_MARKER_HASH, "aae45badef99284e4dae01d6046154ea9d99532f"),
         ];
         for (what, got, want) in cases {

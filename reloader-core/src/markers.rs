@@ -89,9 +89,9 @@ impl Markers {
     /// The hash recorded for `resource` under `strategy`, if any (for the start-up catch-up).
     pub fn recorded_hash(&self, resource: &ResourceKey, strategy: ReloadStrategy) -> Option<ContentHash> {
         match strategy {
-            ReloadStrategy::EnvVars => self
-                .env_value(resource.kind, &resource.name)
-                .and_then(ContentHash::from_hex),
+            ReloadStrategy::EnvVars => {
+                self.env_value(resource.kind, &resource.name).and_then(ContentHash::from_hex)
+            }
             ReloadStrategy::Annotations => {
                 self.annotation.as_ref().filter(|a| a.resource == *resource).map(|a| a.hash)
             }
@@ -105,7 +105,12 @@ fn is_marker_name(name: &str) -> bool {
 }
 
 /// The `last-reloaded-from` value, with Stakater's field order.
-pub fn annotation_marker_value(resource: &ResourceKey, hash: &ContentHash, container: &str, observed_at: i64) -> String {
+pub fn annotation_marker_value(
+    resource: &ResourceKey,
+    hash: &ContentHash,
+    container: &str,
+    observed_at: i64,
+) -> String {
     // serde_json's `preserve_order` is not enabled, so the order is written by hand.
     format!(
         "{{\"type\":{},\"name\":{},\"namespace\":{},\"hash\":{},\"containerRefs\":[{}],\"observedAt\":{}}}",
@@ -133,7 +138,8 @@ pub fn build_view<W: Workload + ?Sized>(w: &W, keys: &AnnotationKeys) -> Workloa
     let template = w.pod_template();
     let annotations = meta.annotations.as_ref();
     let get = |k: &str| annotations.and_then(|a| a.get(k)).map(|v| Box::<str>::from(v.as_str()));
-    let template_annotations = template.and_then(|t| t.metadata.as_ref()).and_then(|m| m.annotations.as_ref());
+    let template_annotations =
+        template.and_then(|t| t.metadata.as_ref()).and_then(|m| m.annotations.as_ref());
     let spec = template.and_then(|t| t.spec.as_ref());
     WorkloadView {
         key: WorkloadKey::new(
@@ -144,7 +150,9 @@ pub fn build_view<W: Workload + ?Sized>(w: &W, keys: &AnnotationKeys) -> Workloa
         metadata_rules: ReloadAnnotations::from_map(annotations, keys),
         template_rules: ReloadAnnotations::from_map(template_annotations, keys),
         references: spec.map(discover_references).unwrap_or_default(),
-        containers: spec.map(|s| s.containers.iter().map(|c| c.name.as_str().into()).collect()).unwrap_or_default(),
+        containers: spec
+            .map(|s| s.containers.iter().map(|c| c.name.as_str().into()).collect())
+            .unwrap_or_default(),
         markers: template.map(|t| Markers::read(t, keys)).unwrap_or_default(),
         has_template: template.is_some(),
         suspended: w.suspended(),

@@ -38,7 +38,8 @@ pub fn discover_references(spec: &PodSpec) -> Vec<Reference> {
         }
     }
     let containers = spec.containers.iter().enumerate().map(|(i, c)| (ContainerRef::Regular(i as u16), c));
-    let inits = spec.init_containers.iter().flatten().enumerate().map(|(i, c)| (ContainerRef::Init(i as u16), c));
+    let inits =
+        spec.init_containers.iter().flatten().enumerate().map(|(i, c)| (ContainerRef::Init(i as u16), c));
     for (at, container) in containers.chain(inits) {
         env_references(container, at, &mut refs);
     }
@@ -82,7 +83,12 @@ fn first_mounting_container(spec: &PodSpec, volume: &str) -> Option<ContainerRef
 /// regular container mounting a referencing volume; else the first regular container with an
 /// env/envFrom reference; else (init-container-only reference, or an explicit reload without
 /// any reference) `containers[0]`. `None` when there are no regular containers.
-pub fn marker_container(references: &[Reference], containers: usize, kind: ResourceKind, name: &str) -> Option<u16> {
+pub fn marker_container(
+    references: &[Reference],
+    containers: usize,
+    kind: ResourceKind,
+    name: &str,
+) -> Option<u16> {
     if containers == 0 {
         return None;
     }
