@@ -1,0 +1,1 @@
+//! `reloader sidecar`: being written.
