@@ -1,0 +1,58 @@
+{{/*
+The rules reloader needs where it watches workloads: the ClusterRole in global mode, each
+namespaced Role otherwise. Every rule here is used by the binary with the same values (the
+watches list and watch, the writes patch/update/create/delete), and nothing else is granted.
+Call with (dict "root" $ "cluster" true|false).
+*/}}
+{{- define "reloader.workloadRules" -}}
+{{- $r := .root.Values.reloader -}}
+{{- $sources := list -}}
+{{- if not $r.ignoreConfigMaps }}{{ $sources = append $sources "configmaps" }}{{ end -}}
+{{- if not $r.ignoreSecrets }}{{ $sources = append $sources "secrets" }}{{ end -}}
+{{- if $sources }}
+- apiGroups: [""]
+  resources: {{ $sources | toJson }}
+  verbs: ["get", "list", "watch"]
+{{- end }}
+{{- if and .cluster $r.watchGlobally $r.namespaceSelector }}
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["get", "list", "watch"]
+{{- end }}
+- apiGroups: ["apps"]
+  resources: ["deployments", "daemonsets", "statefulsets"]
+  verbs: ["get", "list", "watch", "update", "patch"]
+{{- if not $r.ignoreCronJobs }}
+- apiGroups: ["batch"]
+  resources: ["cronjobs"]
+  verbs: ["get", "list", "watch"]
+{{- end }}
+{{- if not $r.ignoreJobs }}
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "list", "watch", "create", "delete"]
+{{- else if not $r.ignoreCronJobs }}
+{{- /* Jobs are not watched, but a CronJob reload creates one. */}}
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["create"]
+{{- end }}
+{{- if $r.isArgoRollouts }}
+- apiGroups: ["argoproj.io"]
+  resources: ["rollouts"]
+  verbs: ["get", "list", "watch", "update", "patch"]
+{{- end }}
+{{- if $r.isOpenshift }}
+- apiGroups: ["apps.openshift.io"]
+  resources: ["deploymentconfigs"]
+  verbs: ["get", "list", "watch", "update", "patch"]
+{{- end }}
+{{- if $r.enableCSIIntegration }}
+- apiGroups: ["secrets-store.csi.x-k8s.io"]
+  resources: ["secretproviderclasspodstatuses", "secretproviderclasses"]
+  verbs: ["get", "list", "watch"]
+{{- end }}
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end -}}
