@@ -1,0 +1,446 @@
+//! Prometheus metrics, exposed on `/metrics`.
+//!
+//! The names and labels of Stakater Reloader's metrics (compat.md §11) are kept exactly, so
+//! dashboards and alerts written for it keep working; our own metrics are added beside them.
+//! The exposition format is OpenMetrics text: counters are registered without their `_total`
+//! suffix because the encoder appends it to the sample names.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::{EncodeLabelSet, MetricEncoder, text};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::info::Info;
+use prometheus_client::metrics::{MetricType, TypedMetric};
+use prometheus_client::registry::{Registry, Unit};
+
+/// Bucket bounds in seconds for every latency histogram: from a millisecond (a cached decision)
+/// to a minute (a write stuck behind API-server throttling or retries).
+const LATENCY_BUCKETS: [f64; 15] =
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(LATENCY_BUCKETS)
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SuccessLabels {
+    success: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SuccessNamespaceLabels {
+    success: &'static str,
+    namespace: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabels {
+    workload_kind: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WorkloadKindLabels {
+    workload_kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TypeLabels {
+    r#type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EventLabels {
+    event_type: String,
+    resource_type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProcessedEventLabels {
+    event_type: String,
+    resource_type: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ChannelLabels {
+    channel: String,
+    success: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
+/// A monotonic counter whose sample carries its family name unchanged.
+///
+/// Stakater's `reloader_reload_executed_total_by_namespace` has a name that does not end in
+/// `_total`, which an OpenMetrics counter cannot have (its samples are always `<name>_total`).
+/// Exposing it as type `unknown` keeps the sample name byte-for-byte, so existing queries match.
+#[derive(Clone, Debug, Default)]
+struct VerbatimCounter(Counter);
+
+impl TypedMetric for VerbatimCounter {
+    const TYPE: MetricType = MetricType::Unknown;
+}
+
+impl prometheus_client::encoding::EncodeMetric for VerbatimCounter {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        encoder.encode_gauge(&self.0.get())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        Self::TYPE
+    }
+}
+
+/// Every metric the controller exports, and the registry that encodes them.
+pub struct Metrics {
+    registry: Registry,
+    reload_executed: Family<SuccessLabels, Counter>,
+    reload_executed_by_namespace: Option<Family<SuccessNamespaceLabels, VerbatimCounter>>,
+    reconcile_total: Family<ResultLabels, Counter>,
+    reconcile_duration: HistogramFamily<ResultLabels>,
+    action_total: Family<ActionLabels, Counter>,
+    action_latency: HistogramFamily<WorkloadKindLabels>,
+    skipped: Family<ReasonLabels, Counter>,
+    workqueue_depth: Gauge,
+    workqueue_adds: Counter,
+    workqueue_latency: Histogram,
+    errors: Family<TypeLabels, Counter>,
+    retries: Counter,
+    events_received: Family<EventLabels, Counter>,
+    events_processed: Family<ProcessedEventLabels, Counter>,
+    workloads_scanned: Family<KindLabels, Counter>,
+    workloads_matched: Family<KindLabels, Counter>,
+    leader: Gauge,
+    leader_transitions: Counter,
+    index_objects: Family<KindLabels, Gauge>,
+    reload_latency: Histogram,
+    coalesced: Counter,
+    notifications: Family<ChannelLabels, Counter>,
+    dry_run_writes: Family<WorkloadKindLabels, Counter>,
+}
+
+impl Metrics {
+    /// Builds and registers every metric. `count_by_namespace` adds
+    /// `reloader_reload_executed_total_by_namespace` (`METRICS_COUNT_BY_NAMESPACE=enabled`).
+    pub fn new(count_by_namespace: bool) -> Arc<Self> {
+        let mut registry = Registry::default();
+
+        let reload_executed = Family::<SuccessLabels, Counter>::default();
+        registry.register(
+            "reloader_reload_executed",
+            "Reloads executed, by whether the write succeeded",
+            reload_executed.clone(),
+        );
+        // Both series exist from the start so that rate() and absent() queries work before the
+        // first reload, as with Stakater.
+        for success in ["true", "false"] {
+            let _ = reload_executed.get_or_create(&SuccessLabels { success });
+        }
+
+        let reload_executed_by_namespace = count_by_namespace.then(|| {
+            let family = Family::<SuccessNamespaceLabels, VerbatimCounter>::default();
+            registry.register(
+                "reloader_reload_executed_total_by_namespace",
+                "Reloads executed, by whether the write succeeded and by namespace",
+                family.clone(),
+            );
+            family
+        });
+
+        let reconcile_total = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "reloader_reconcile",
+            "Reconciles of a changed resource, by result",
+            reconcile_total.clone(),
+        );
+        let reconcile_duration = HistogramFamily::<ResultLabels>::new_with_constructor(latency_histogram);
+        registry.register_with_unit(
+            "reloader_reconcile_duration",
+            "Time to reconcile a changed resource against its workloads, by result",
+            Unit::Seconds,
+            reconcile_duration.clone(),
+        );
+
+        let action_total = Family::<ActionLabels, Counter>::default();
+        registry.register(
+            "reloader_action",
+            "Workload writes, by workload kind and result",
+            action_total.clone(),
+        );
+        let action_latency = HistogramFamily::<WorkloadKindLabels>::new_with_constructor(latency_histogram);
+        registry.register_with_unit(
+            "reloader_action_latency",
+            "Time taken by one workload write, by workload kind",
+            Unit::Seconds,
+            action_latency.clone(),
+        );
+
+        let skipped = Family::<ReasonLabels, Counter>::default();
+        registry.register("reloader_skipped", "Reloads not performed, by reason", skipped.clone());
+
+        let workqueue_depth = Gauge::default();
+        registry.register(
+            "reloader_workqueue_depth",
+            "Items waiting in the work queue",
+            workqueue_depth.clone(),
+        );
+        let workqueue_adds = Counter::default();
+        registry.register("reloader_workqueue_adds", "Items added to the work queue", workqueue_adds.clone());
+        let workqueue_latency = latency_histogram();
+        registry.register_with_unit(
+            "reloader_workqueue_latency",
+            "Time an item waits in the work queue before it is processed",
+            Unit::Seconds,
+            workqueue_latency.clone(),
+        );
+
+        let errors = Family::<TypeLabels, Counter>::default();
+        registry.register("reloader_errors", "Errors, by type", errors.clone());
+        let retries = Counter::default();
+        registry.register("reloader_retries", "Retried workload writes", retries.clone());
+
+        let events_received = Family::<EventLabels, Counter>::default();
+        registry.register(
+            "reloader_events_received",
+            "Watch events received, by event type and resource type",
+            events_received.clone(),
+        );
+        let events_processed = Family::<ProcessedEventLabels, Counter>::default();
+        registry.register(
+            "reloader_events_processed",
+            "Watch events processed, by event type, resource type and result",
+            events_processed.clone(),
+        );
+
+        let workloads_scanned = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "reloader_workloads_scanned",
+            "Workloads considered for a changed resource, by kind",
+            workloads_scanned.clone(),
+        );
+        let workloads_matched = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "reloader_workloads_matched",
+            "Workloads found to need a reload, by kind",
+            workloads_matched.clone(),
+        );
+
+        let leader = Gauge::default();
+        registry.register("reloader_leader", "1 while this replica holds the leader lease", leader.clone());
+        let leader_transitions = Counter::default();
+        registry.register(
+            "reloader_leader_transitions",
+            "Times this replica gained or lost leadership",
+            leader_transitions.clone(),
+        );
+        let index_objects = Family::<KindLabels, Gauge>::default();
+        registry.register(
+            "reloader_index_objects",
+            "Entries in the in-memory index, by kind (resources, workloads)",
+            index_objects.clone(),
+        );
+        let reload_latency = latency_histogram();
+        registry.register_with_unit(
+            "reloader_reload_latency",
+            "Time from the watch event of a changed resource to the accepted workload write",
+            Unit::Seconds,
+            reload_latency.clone(),
+        );
+        let coalesced = Counter::default();
+        registry.register(
+            "reloader_coalesced_reloads",
+            "Reloads absorbed by a pending write to the same workload",
+            coalesced.clone(),
+        );
+        let notifications = Family::<ChannelLabels, Counter>::default();
+        registry.register(
+            "reloader_notifications",
+            "Alerts and webhook notifications sent, by channel and success",
+            notifications.clone(),
+        );
+        let dry_run_writes = Family::<WorkloadKindLabels, Counter>::default();
+        registry.register(
+            "reloader_dry_run_writes",
+            "Workload writes that dry-run mode did not perform, by workload kind",
+            dry_run_writes.clone(),
+        );
+        registry.register(
+            "reloader_build",
+            "Build information",
+            Info::new(BuildLabels { version: env!("CARGO_PKG_VERSION") }),
+        );
+
+        Arc::new(Self {
+            registry,
+            reload_executed,
+            reload_executed_by_namespace,
+            reconcile_total,
+            reconcile_duration,
+            action_total,
+            action_latency,
+            skipped,
+            workqueue_depth,
+            workqueue_adds,
+            workqueue_latency,
+            errors,
+            retries,
+            events_received,
+            events_processed,
+            workloads_scanned,
+            workloads_matched,
+            leader,
+            leader_transitions,
+            index_objects,
+            reload_latency,
+            coalesced,
+            notifications,
+            dry_run_writes,
+        })
+    }
+
+    /// The OpenMetrics text exposition of every metric, ending in `# EOF`.
+    pub fn encode(&self) -> String {
+        let mut out = String::with_capacity(8 * 1024);
+        text::encode(&mut out, &self.registry).expect("encoding metrics into a String cannot fail");
+        out
+    }
+
+    pub fn reload_executed(&self, success: bool, namespace: &str) {
+        let success = bool_label(success);
+        self.reload_executed.get_or_create(&SuccessLabels { success }).inc();
+        if let Some(by_namespace) = &self.reload_executed_by_namespace {
+            let labels = SuccessNamespaceLabels { success, namespace: namespace.to_owned() };
+            by_namespace.get_or_create(&labels).0.inc();
+        }
+    }
+
+    pub fn reconcile(&self, result: &str, duration: Duration) {
+        let labels = ResultLabels { result: result.to_owned() };
+        self.reconcile_total.get_or_create(&labels).inc();
+        self.reconcile_duration.get_or_create(&labels).observe(duration.as_secs_f64());
+    }
+
+    /// One workload write: `reloader_action_total` and `reloader_action_latency_seconds`.
+    pub fn action(&self, workload_kind: &str, result: &str, latency: Duration) {
+        let labels = ActionLabels { workload_kind: workload_kind.to_owned(), result: result.to_owned() };
+        self.action_total.get_or_create(&labels).inc();
+        let kind = WorkloadKindLabels { workload_kind: workload_kind.to_owned() };
+        self.action_latency.get_or_create(&kind).observe(latency.as_secs_f64());
+    }
+
+    pub fn skipped(&self, reason: &str) {
+        self.skipped.get_or_create(&ReasonLabels { reason: reason.to_owned() }).inc();
+    }
+
+    pub fn workqueue_depth(&self, depth: i64) {
+        self.workqueue_depth.set(depth);
+    }
+
+    pub fn workqueue_add(&self) {
+        self.workqueue_adds.inc();
+    }
+
+    pub fn workqueue_latency(&self, latency: Duration) {
+        self.workqueue_latency.observe(latency.as_secs_f64());
+    }
+
+    /// `reloader_errors_total{type}`.
+    pub fn error(&self, error_type: &str) {
+        self.errors.get_or_create(&TypeLabels { r#type: error_type.to_owned() }).inc();
+    }
+
+    pub fn retry(&self) {
+        self.retries.inc();
+    }
+
+    pub fn event_received(&self, event_type: &str, resource_type: &str) {
+        let labels =
+            EventLabels { event_type: event_type.to_owned(), resource_type: resource_type.to_owned() };
+        self.events_received.get_or_create(&labels).inc();
+    }
+
+    pub fn event_processed(&self, event_type: &str, resource_type: &str, result: &str) {
+        let labels = ProcessedEventLabels {
+            event_type: event_type.to_owned(),
+            resource_type: resource_type.to_owned(),
+            result: result.to_owned(),
+        };
+        self.events_processed.get_or_create(&labels).inc();
+    }
+
+    pub fn workloads_scanned(&self, kind: &str, n: u64) {
+        self.workloads_scanned.get_or_create(&KindLabels { kind: kind.to_owned() }).inc_by(n);
+    }
+
+    pub fn workloads_matched(&self, kind: &str, n: u64) {
+        self.workloads_matched.get_or_create(&KindLabels { kind: kind.to_owned() }).inc_by(n);
+    }
+
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.set(i64::from(leader));
+    }
+
+    pub fn leader_transition(&self) {
+        self.leader_transitions.inc();
+    }
+
+    /// `reloader_index_objects{kind="resources"|"workloads"}`.
+    pub fn set_index_sizes(&self, resources: u64, workloads: u64) {
+        for (kind, n) in [("resources", resources), ("workloads", workloads)] {
+            let value = i64::try_from(n).unwrap_or(i64::MAX);
+            self.index_objects.get_or_create(&KindLabels { kind: kind.to_owned() }).set(value);
+        }
+    }
+
+    /// End-to-end latency: from the watch event of a changed resource to the accepted write.
+    pub fn reload_latency(&self, latency: Duration) {
+        self.reload_latency.observe(latency.as_secs_f64());
+    }
+
+    pub fn coalesced(&self, n: u64) {
+        self.coalesced.inc_by(n);
+    }
+
+    /// `reloader_notifications_total{channel, success}`; channel is e.g. `alert-slack`, `webhook`.
+    pub fn notification(&self, channel: &str, success: bool) {
+        let labels = ChannelLabels { channel: channel.to_owned(), success: bool_label(success) };
+        self.notifications.get_or_create(&labels).inc();
+    }
+
+    pub fn dry_run_write(&self, workload_kind: &str) {
+        let labels = WorkloadKindLabels { workload_kind: workload_kind.to_owned() };
+        self.dry_run_writes.get_or_create(&labels).inc();
+    }
+}
+
+fn bool_label(value: bool) -> &'static str {
+    if value { "true" } else { "false" }
+}
+
+#[cfg(test)]
+mod tests;
