@@ -8,14 +8,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus_client::encoding::{EncodeLabelSet, MetricEncoder, text};
+use prometheus_client::encoding::text;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::info::Info;
-use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::{Registry, Unit};
+
+use self::labels::{
+    ActionLabels, BuildLabels, ChannelLabels, EventLabels, KindLabels, ProcessedEventLabels, ReasonLabels,
+    ResultLabels, SuccessLabels, SuccessNamespaceLabels, TypeLabels, VerbatimCounter, WorkloadKindLabels,
+};
+
+mod labels;
 
 /// Bucket bounds in seconds for every latency histogram: from a millisecond (a cached decision)
 /// to a minute (a write stuck behind API-server throttling or retries).
@@ -27,94 +33,6 @@ fn latency_histogram() -> Histogram {
 }
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct SuccessLabels {
-    success: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct SuccessNamespaceLabels {
-    success: &'static str,
-    namespace: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ResultLabels {
-    result: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ActionLabels {
-    workload_kind: String,
-    result: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct WorkloadKindLabels {
-    workload_kind: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReasonLabels {
-    reason: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct TypeLabels {
-    r#type: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct EventLabels {
-    event_type: String,
-    resource_type: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ProcessedEventLabels {
-    event_type: String,
-    resource_type: String,
-    result: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct KindLabels {
-    kind: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ChannelLabels {
-    channel: String,
-    success: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct BuildLabels {
-    version: &'static str,
-}
-
-/// A monotonic counter whose sample carries its family name unchanged.
-///
-/// Stakater's `reloader_reload_executed_total_by_namespace` has a name that does not end in
-/// `_total`, which an OpenMetrics counter cannot have (its samples are always `<name>_total`).
-/// Exposing it as type `unknown` keeps the sample name byte-for-byte, so existing queries match.
-#[derive(Clone, Debug, Default)]
-struct VerbatimCounter(Counter);
-
-impl TypedMetric for VerbatimCounter {
-    const TYPE: MetricType = MetricType::Unknown;
-}
-
-impl prometheus_client::encoding::EncodeMetric for VerbatimCounter {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        encoder.encode_gauge(&self.0.get())
-    }
-
-    fn metric_type(&self) -> MetricType {
-        Self::TYPE
-    }
-}
 
 /// Every metric the controller exports, and the registry that encodes them.
 pub struct Metrics {
