@@ -15,6 +15,7 @@ pub mod decide;
 pub mod duration;
 pub mod hash;
 pub mod index;
+pub mod json_patch;
 pub mod markers;
 pub mod model;
 pub mod naming;

@@ -131,3 +131,28 @@ pub trait Workload {
         None
     }
 }
+
+/// The pod template `changes` apply to, after checking that it exists, has containers and that
+/// every change names one of them (`apply_to_template` would silently skip a bad index).
+pub fn checked_template<'a, W: Workload + ?Sized>(
+    workload: &'a W,
+    changes: &[MarkerChange],
+) -> Result<&'a PodTemplateSpec, WriteError> {
+    let key = || {
+        let meta = workload.metadata();
+        WorkloadKey::new(
+            workload.kind(),
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default(),
+        )
+    };
+    let template = workload.pod_template().ok_or_else(|| WriteError::NoTemplate(key()))?;
+    let containers = template.spec.as_ref().map_or(0, |s| s.containers.len());
+    if containers == 0 {
+        return Err(WriteError::NoContainers(key()));
+    }
+    match changes.iter().find(|c| usize::from(c.container) >= containers) {
+        Some(bad) => Err(WriteError::NoSuchContainer { workload: key(), index: bad.container }),
+        None => Ok(template),
+    }
+}

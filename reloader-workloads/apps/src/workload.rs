@@ -1,0 +1,87 @@
+//! The one `Workload` implementation for every apps/v1 kind.
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use reloader_core::markers::template_strategic_patch;
+use reloader_core::model::WorkloadKind;
+use reloader_core::workload::{
+    MarkerChange, PatchKind, Workload, WorkloadWrite, WriteContext, WriteError, checked_template,
+};
+use serde_json::{Value, json};
+
+use crate::kind::AppsKind;
+use crate::pause;
+
+/// An apps/v1 object seen as a [`Workload`]. A borrowing wrapper: the orphan rule forbids
+/// implementing the core trait on k8s-openapi types directly, and nothing needs to be copied.
+#[derive(Debug)]
+pub struct AppsWorkload<'a, K>(pub &'a K);
+
+// Derived Clone/Copy would require `K: Copy`; a shared reference is always copyable.
+impl<K> Clone for AppsWorkload<'_, K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for AppsWorkload<'_, K> {}
+
+pub type DeploymentWorkload<'a> = AppsWorkload<'a, Deployment>;
+pub type DaemonSetWorkload<'a> = AppsWorkload<'a, DaemonSet>;
+pub type StatefulSetWorkload<'a> = AppsWorkload<'a, StatefulSet>;
+
+impl<K: AppsKind> Workload for AppsWorkload<'_, K> {
+    fn kind(&self) -> WorkloadKind {
+        K::WORKLOAD_KIND
+    }
+
+    fn metadata(&self) -> &ObjectMeta {
+        self.0.metadata()
+    }
+
+    fn pod_template(&self) -> Option<&PodTemplateSpec> {
+        self.0.template()
+    }
+
+    fn paused(&self) -> bool {
+        self.0.paused()
+    }
+
+    /// A strategic-merge patch of the touched containers' env entries or of the marker
+    /// annotation. A Deployment with a pause period that is not paused yet is paused by the same
+    /// patch, so pausing and reloading is one write.
+    fn reload_write(
+        &self,
+        changes: &[MarkerChange],
+        ctx: &WriteContext<'_>,
+    ) -> Result<Option<WorkloadWrite>, WriteError> {
+        if changes.is_empty() {
+            return Ok(None);
+        }
+        let template = checked_template(self, changes)?;
+        let Some(mut body) = template_strategic_patch(template, changes, ctx.keys, ctx.now_unix) else {
+            return Ok(None);
+        };
+        // A paused Deployment stays as it is: paused by a user (left alone, compat.md §8), or by
+        // an earlier reload whose `paused-at` must keep counting from the first change.
+        if K::PAUSABLE && !self.0.paused() && pause::period(self.metadata(), ctx.keys).is_some() {
+            body["spec"]["paused"] = Value::Bool(true);
+            body["metadata"] = json!({"annotations": {ctx.keys.paused_at.clone(): ctx.now_rfc3339}});
+        }
+        Ok(Some(WorkloadWrite::Patch { kind: PatchKind::Strategic, body }))
+    }
+
+    /// Unpauses a Deployment that reloader paused (it carries `paused-at`); `None` for every
+    /// other object, so a Deployment a user paused is never resumed.
+    fn resume_write(&self, ctx: &WriteContext<'_>) -> Option<WorkloadWrite> {
+        if !K::PAUSABLE || pause::paused_at(self.metadata(), ctx.keys).is_none() {
+            return None;
+        }
+        let body = json!({
+            "metadata": {"annotations": {ctx.keys.paused_at.clone(): null}},
+            "spec": {"paused": false},
+        });
+        Some(WorkloadWrite::Patch { kind: PatchKind::Merge, body })
+    }
+}

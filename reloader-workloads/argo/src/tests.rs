@@ -1,0 +1,311 @@
+use reloader_core::annotations::{AnnotationKeys, LAST_RELOADED_FROM};
+use reloader_core::hash::DELETE_MARKER_HASH;
+use reloader_core::markers::annotation_marker_value;
+use reloader_core::model::{
+    ContentHash, ReloadStrategy, ResourceKey, ResourceKind, WorkloadKey, WorkloadKind,
+};
+use reloader_core::workload::{
+    MarkerAction, MarkerChange, PatchKind, Workload, WorkloadWrite, WriteContext, WriteError,
+};
+use serde_json::{Map, Value, json};
+
+use crate::{API_VERSION, GROUP, KIND, PLURAL, Rollout, VERSION};
+
+const NOW_UNIX: i64 = 1_723_000_000;
+const NOW: &str = "2024-08-07T03:06:40Z";
+const H1: ContentHash = ContentHash([0x11; 20]);
+const H2: ContentHash = ContentHash([0x22; 20]);
+const ENV_CM: &str = "STAKATER_APP_CONFIG_CONFIGMAP";
+const ENV_SECRET: &str = "STAKATER_DB_SECRET";
+const STRATEGY: &str = "reloader.stakater.com/rollout-strategy";
+
+fn cm() -> ResourceKey {
+    ResourceKey::new(ResourceKind::ConfigMap, "ns", "app-config")
+}
+
+fn secret() -> ResourceKey {
+    ResourceKey::new(ResourceKind::Secret, "ns", "db")
+}
+
+fn set(resource: ResourceKey, hash: ContentHash, strategy: ReloadStrategy, container: u16) -> MarkerChange {
+    MarkerChange { resource, action: MarkerAction::Set(hash), strategy, container }
+}
+
+fn remove(resource: ResourceKey, strategy: ReloadStrategy) -> MarkerChange {
+    MarkerChange { resource, action: MarkerAction::Remove, strategy, container: 0 }
+}
+
+fn marker(resource: &ResourceKey, hash: ContentHash, container: &str) -> String {
+    annotation_marker_value(resource, &hash, container, NOW_UNIX)
+}
+
+/// A Rollout as the API server returns it, with `annotations` and `template`.
+fn object(annotations: Value, template: Value) -> Value {
+    let mut spec = json!({
+        "replicas": 3,
+        "selector": {"matchLabels": {"app": "shop"}},
+        "strategy": {"canary": {"steps": [{"setWeight": 20}, {"pause": {}}]}},
+    });
+    if !template.is_null() {
+        spec["template"] = template;
+    }
+    json!({
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Rollout",
+        "metadata": {"name": "shop", "namespace": "ns", "resourceVersion": "77", "annotations": annotations},
+        "spec": spec,
+        "status": {"phase": "Healthy", "currentPodHash": "abc"},
+    })
+}
+
+fn template(annotations: Option<Value>, app_env: Value) -> Value {
+    let mut metadata = json!({"labels": {"app": "shop"}});
+    if let Some(annotations) = annotations {
+        metadata["annotations"] = annotations;
+    }
+    json!({"metadata": metadata, "spec": {"containers": [
+        {"name": "web", "image": "web:1", "env": app_env},
+        {"name": "proxy", "image": "proxy:1"}
+    ]}})
+}
+
+fn plain() -> Value {
+    template(None, json!([{"name": "LOG", "value": "info"}]))
+}
+
+fn marked() -> Value {
+    template(
+        Some(json!({LAST_RELOADED_FROM: marker(&cm(), H1, "web")})),
+        json!([{"name": "LOG", "value": "info"}, {"name": ENV_CM, "value": H1.to_hex()}]),
+    )
+}
+
+fn rollout(annotations: Value, template: Value) -> Rollout {
+    serde_json::from_value(object(annotations, template)).expect("valid Rollout")
+}
+
+fn reload(object: &Rollout, changes: &[MarkerChange]) -> Result<Option<WorkloadWrite>, WriteError> {
+    let keys = AnnotationKeys::default();
+    let ctx = WriteContext { keys: &keys, now_unix: NOW_UNIX, now_rfc3339: NOW.into() };
+    object.reload_write(changes, &ctx)
+}
+
+fn json_patch(ops: Value) -> Option<WorkloadWrite> {
+    let mut all = vec![json!({"op": "test", "path": "/metadata/resourceVersion", "value": "77"})];
+    all.extend(ops.as_array().unwrap().iter().cloned());
+    Some(WorkloadWrite::Patch { kind: PatchKind::Json, body: Value::Array(all) })
+}
+
+fn restart(recorded: String) -> Option<WorkloadWrite> {
+    Some(WorkloadWrite::Patch {
+        kind: PatchKind::Merge,
+        body: json!({"metadata": {"annotations": {LAST_RELOADED_FROM: recorded}}, "spec": {"restartAt": NOW}}),
+    })
+}
+
+fn restart_annotations(recorded: Option<String>) -> Value {
+    let mut annotations = Map::new();
+    annotations.insert(STRATEGY.into(), json!("restart"));
+    if let Some(recorded) = recorded {
+        annotations.insert(LAST_RELOADED_FROM.into(), json!(recorded));
+    }
+    Value::Object(annotations)
+}
+
+type Changes = Vec<MarkerChange>;
+type Expected = Option<WorkloadWrite>;
+
+#[test]
+fn rollout_strategy_patches_the_template() {
+    use ReloadStrategy::{Annotations, EnvVars};
+    let containers = "/spec/template/spec/containers";
+    let cases: Vec<(&str, Value, Value, Changes, Expected)> = vec![
+        (
+            "env-vars set",
+            json!({}),
+            plain(),
+            vec![set(cm(), H1, EnvVars, 0)],
+            json_patch(json!([{"op": "add", "path": format!("{containers}/0/env/-"),
+                "value": {"name": ENV_CM, "value": H1.to_hex()}}])),
+        ),
+        (
+            "explicit rollout strategy, two resources",
+            json!({STRATEGY: "rollout"}),
+            plain(),
+            vec![set(cm(), H1, EnvVars, 0), set(secret(), H2, EnvVars, 1)],
+            json_patch(json!([
+                {"op": "add", "path": format!("{containers}/0/env/-"), "value": {"name": ENV_CM, "value": H1.to_hex()}},
+                {"op": "add", "path": format!("{containers}/1/env"), "value": [{"name": ENV_SECRET, "value": H2.to_hex()}]}
+            ])),
+        ),
+        (
+            "env-vars delete",
+            json!({}),
+            marked(),
+            vec![remove(cm(), EnvVars)],
+            json_patch(json!([{"op": "remove", "path": format!("{containers}/0/env/1")}])),
+        ),
+        (
+            "annotations set",
+            json!({}),
+            plain(),
+            vec![set(cm(), H2, Annotations, 0)],
+            json_patch(json!([{"op": "add", "path": "/spec/template/metadata/annotations",
+                "value": {LAST_RELOADED_FROM: marker(&cm(), H2, "web")}}])),
+        ),
+        ("env-vars, already current", json!({}), marked(), vec![set(cm(), H1, EnvVars, 0)], None),
+        ("annotations, already current", json!({}), marked(), vec![set(cm(), H1, Annotations, 0)], None),
+    ];
+    for (name, annotations, before, changes, expected) in cases {
+        let written = reload(&rollout(annotations.clone(), before.clone()), &changes);
+        assert_eq!(written, Ok(expected.clone()), "{name}");
+        if let Some(WorkloadWrite::Patch { body, .. }) = expected {
+            let mut served = object(annotations.clone(), before);
+            let patch: json_patch::Patch = serde_json::from_value(body).unwrap();
+            json_patch::patch(&mut served, &patch).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let after = served["spec"]["template"].take();
+            let mut untouched = object(annotations, Value::Null);
+            untouched["spec"]["template"] = Value::Null;
+            assert_eq!(served, untouched, "{name}: nothing outside the template changes");
+            assert_eq!(after["spec"]["containers"][1]["image"], "proxy:1", "{name}");
+        }
+    }
+}
+
+#[test]
+fn restart_strategy_sets_restart_at_and_records_the_marker() {
+    use ReloadStrategy::{Annotations, EnvVars};
+    let recorded = |resource: ResourceKey, hash| Some(marker(&resource, hash, "web"));
+    let cases: Vec<(&str, Option<String>, Changes, Expected)> = vec![
+        (
+            "env-vars, nothing recorded",
+            None,
+            vec![set(cm(), H1, EnvVars, 0)],
+            restart(marker(&cm(), H1, "web")),
+        ),
+        (
+            "annotations, on the second container",
+            None,
+            vec![set(cm(), H1, Annotations, 1)],
+            restart(marker(&cm(), H1, "proxy")),
+        ),
+        (
+            "env-vars, new hash",
+            recorded(cm(), H1),
+            vec![set(cm(), H2, EnvVars, 0)],
+            restart(marker(&cm(), H2, "web")),
+        ),
+        ("env-vars, already recorded", recorded(cm(), H1), vec![set(cm(), H1, EnvVars, 0)], None),
+        ("annotations, already recorded", recorded(cm(), H1), vec![set(cm(), H1, Annotations, 0)], None),
+        (
+            "another resource recorded",
+            recorded(secret(), H1),
+            vec![set(cm(), H1, EnvVars, 0)],
+            restart(marker(&cm(), H1, "web")),
+        ),
+        (
+            "env-vars delete of a recorded resource",
+            recorded(cm(), H1),
+            vec![remove(cm(), EnvVars)],
+            restart(marker(&cm(), DELETE_MARKER_HASH, "web")),
+        ),
+        ("env-vars delete, nothing recorded", None, vec![remove(cm(), EnvVars)], None),
+        (
+            "env-vars delete, delete recorded",
+            recorded(cm(), DELETE_MARKER_HASH),
+            vec![remove(cm(), EnvVars)],
+            None,
+        ),
+        (
+            "annotations delete",
+            recorded(cm(), H1),
+            vec![remove(cm(), Annotations)],
+            restart(marker(&cm(), DELETE_MARKER_HASH, "web")),
+        ),
+        (
+            "annotations delete, delete recorded",
+            recorded(cm(), DELETE_MARKER_HASH),
+            vec![remove(cm(), Annotations)],
+            None,
+        ),
+        (
+            "two resources: one restart, the last recorded",
+            None,
+            vec![set(cm(), H1, EnvVars, 0), set(secret(), H2, EnvVars, 0)],
+            restart(marker(&secret(), H2, "web")),
+        ),
+        (
+            "two resources, the last already recorded: the other is",
+            Some(marker(&secret(), H2, "web")),
+            vec![set(cm(), H1, EnvVars, 0), set(secret(), H2, EnvVars, 0)],
+            restart(marker(&cm(), H1, "web")),
+        ),
+    ];
+    for (name, record, changes, expected) in cases {
+        let written = reload(&rollout(restart_annotations(record), plain()), &changes);
+        assert_eq!(written, Ok(expected), "{name}");
+    }
+    let spaced = rollout(json!({STRATEGY: " restart "}), plain());
+    assert_eq!(reload(&spaced, &[set(cm(), H1, EnvVars, 0)]), Ok(restart(marker(&cm(), H1, "web"))));
+}
+
+#[test]
+fn restart_records_make_the_view_current() {
+    let keys = AnnotationKeys::default();
+    let restarted = rollout(restart_annotations(Some(marker(&cm(), H2, "web"))), marked());
+    let view = restarted.view(&keys);
+    assert!(view.restart_strategy);
+    for strategy in [ReloadStrategy::EnvVars, ReloadStrategy::Annotations] {
+        assert_eq!(view.markers.recorded_hash(&cm(), strategy), Some(H2), "{strategy:?}");
+        let current = MarkerAction::Set(H2);
+        assert!(view.markers.records(&cm(), &current, strategy), "{strategy:?}");
+    }
+    let deleted = rollout(restart_annotations(Some(marker(&cm(), DELETE_MARKER_HASH, "web"))), marked());
+    let view = deleted.view(&keys);
+    assert!(view.markers.records(&cm(), &MarkerAction::Remove, ReloadStrategy::EnvVars));
+    assert!(view.markers.records(&cm(), &MarkerAction::Remove, ReloadStrategy::Annotations));
+    // Under the default strategy the metadata annotation means nothing: the template is the record.
+    let default_strategy = rollout(json!({LAST_RELOADED_FROM: marker(&cm(), H2, "web")}), marked());
+    let view = default_strategy.view(&keys);
+    assert_eq!(view.markers.recorded_hash(&cm(), ReloadStrategy::EnvVars), Some(H1));
+    assert_eq!(view.markers.recorded_hash(&cm(), ReloadStrategy::Annotations), Some(H1));
+}
+
+#[test]
+fn workload_ref_rollouts_and_missing_containers_are_skipped() {
+    let keys = AnnotationKeys::default();
+    let key = WorkloadKey::new(WorkloadKind::Rollout, "ns", "shop");
+    let change = [set(cm(), H1, ReloadStrategy::EnvVars, 0)];
+    let mut workload_ref = object(json!({}), Value::Null);
+    workload_ref["spec"]["workloadRef"] =
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "shop"});
+    let workload_ref: Rollout = serde_json::from_value(workload_ref).unwrap();
+    assert_eq!(workload_ref.pod_template(), None);
+    let view = workload_ref.view(&keys);
+    assert!(!view.has_template && view.containers.is_empty());
+    assert_eq!(reload(&workload_ref, &change), Err(WriteError::NoTemplate(key.clone())));
+    let mut restart_ref = workload_ref.clone();
+    restart_ref.metadata.annotations = Some([(STRATEGY.to_string(), "restart".to_string())].into());
+    assert_eq!(reload(&restart_ref, &change), Err(WriteError::NoTemplate(key.clone())));
+    let no_containers = rollout(json!({}), json!({"spec": {"containers": []}}));
+    assert_eq!(reload(&no_containers, &change), Err(WriteError::NoContainers(key)));
+}
+
+#[test]
+fn round_trips_without_losing_fields() {
+    let mut served = object(json!({}), marked());
+    served["spec"]["restartAt"] = json!(NOW);
+    served["spec"]["paused"] = json!(true);
+    let parsed: Rollout = serde_json::from_value(served.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&parsed).unwrap(), served);
+    assert_eq!(parsed.spec.restart_at.as_deref(), Some(NOW));
+    assert!(parsed.paused());
+    assert!(parsed.view(&AnnotationKeys::default()).paused);
+    assert_eq!(parsed.other["status"]["phase"], "Healthy");
+    assert_eq!(serde_json::to_value(Rollout::default()).unwrap()["apiVersion"], "argoproj.io/v1alpha1");
+    assert_eq!(
+        (GROUP, VERSION, API_VERSION, KIND, PLURAL),
+        ("argoproj.io", "v1alpha1", "argoproj.io/v1alpha1", "Rollout", "rollouts")
+    );
+    assert_eq!(<Rollout as k8s_openapi::Resource>::URL_PATH_SEGMENT, PLURAL);
+}
