@@ -1,8 +1,24 @@
 //! compat.md §4.3 as a pure function: which workloads reload for a changed resource, and how.
-//! (API fixed; bodies are being filled in by the decision work.)
+//!
+//! [`decide`] answers "does this workload reload for this resource, by which rule, on which
+//! container"; [`plan`] turns a yes into the marker change for an event and drops changes the
+//! workload already carries, which is what makes replays, resyncs and restarts write nothing.
 
-use crate::model::{ReloadStrategy, ResourceView};
-use crate::workload::{MarkerChange, WorkloadView};
+mod explicit;
+mod problems;
+#[cfg(test)]
+pub(crate) mod testkit;
+#[cfg(test)]
+mod tests;
+
+pub use explicit::{ExplicitEntry, explicit_entries, list_matches};
+pub use problems::{AnnotationProblem, AnnotationSource, annotation_problems};
+
+use crate::annotations::{ReloadAnnotations, kind_index, parse_go_bool, split_list};
+use crate::hash::DELETE_MARKER_HASH;
+use crate::model::{ContentHash, ReloadStrategy, ResourceKind, ResourceView};
+use crate::references::{marker_container, references_resource};
+use crate::workload::{MarkerAction, MarkerChange, WorkloadView};
 
 /// The options that change decisions.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -26,18 +42,68 @@ pub enum Rule {
     AutoReloadAll,
 }
 
+impl Rule {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::Explicit => "explicit",
+            Rule::SearchMatch => "search_match",
+            Rule::Auto => "auto",
+            Rule::TypedAuto => "typed_auto",
+            Rule::AutoReloadAll => "auto_reload_all",
+        }
+    }
+}
+
 /// Why a workload does not reload. `as_label` is the `reloader_skipped_total{reason}` value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SkipReason {
+    /// The resource carries `ignore: "true"`.
     ResourceIgnored,
+    /// The workload's exclude list for this type names the resource.
     Excluded,
+    /// No rule of the workload selects the resource (no annotation, or lists that do not match).
     NotAnnotated,
+    /// An auto key is set to something other than true, and no other rule selects the resource.
     AutoDisabled,
+    /// An auto or search rule applies, but the pod spec does not use the resource.
     NotReferenced,
+    /// The pod template has no regular container to carry the marker.
     NoContainers,
+    /// The workload has no inline pod template (a `workloadRef` Rollout).
     NoTemplate,
+    /// A suspended CronJob.
     Suspended,
+    /// The workload already carries the marker this change would write.
     AlreadyCurrent,
+}
+
+impl SkipReason {
+    pub const ALL: [SkipReason; 9] = [
+        SkipReason::ResourceIgnored,
+        SkipReason::Excluded,
+        SkipReason::NotAnnotated,
+        SkipReason::AutoDisabled,
+        SkipReason::NotReferenced,
+        SkipReason::NoContainers,
+        SkipReason::NoTemplate,
+        SkipReason::Suspended,
+        SkipReason::AlreadyCurrent,
+    ];
+
+    /// The metric label value.
+    pub fn as_label(self) -> &'static str {
+        match self {
+            SkipReason::ResourceIgnored => "resource_ignored",
+            SkipReason::Excluded => "excluded",
+            SkipReason::NotAnnotated => "not_annotated",
+            SkipReason::AutoDisabled => "auto_disabled",
+            SkipReason::NotReferenced => "not_referenced",
+            SkipReason::NoContainers => "no_containers",
+            SkipReason::NoTemplate => "no_template",
+            SkipReason::Suspended => "suspended",
+            SkipReason::AlreadyCurrent => "already_current",
+        }
+    }
 }
 
 /// The decision for one workload and one resource.
@@ -55,16 +121,125 @@ pub enum ResourceEventKind {
     Deleted,
 }
 
-pub fn decide(_workload: &WorkloadView, _resource: &ResourceView, _opts: &DecideOptions) -> Decision {
-    Decision::Skip(SkipReason::NotAnnotated)
+/// compat.md §4.3: does `workload` reload for `resource`, by which rule, on which container?
+///
+/// The caller has already applied the filters of §4.2 that do not depend on the resource's own
+/// annotations (ignored types, namespaces, ignored workload kinds); `ignore: "true"` on the
+/// resource is checked here.
+pub fn decide(workload: &WorkloadView, resource: &ResourceView, opts: &DecideOptions) -> Decision {
+    let rule = match select_rule(workload, resource, opts) {
+        Ok(rule) => rule,
+        Err(reason) => return Decision::Skip(reason),
+    };
+    if !workload.has_template {
+        return Decision::Skip(SkipReason::NoTemplate);
+    }
+    if workload.suspended {
+        return Decision::Skip(SkipReason::Suspended);
+    }
+    let key = &resource.key;
+    match marker_container(&workload.references, workload.containers.len(), key.kind, &key.name) {
+        Some(container) => Decision::Reload { rule, container },
+        None => Decision::Skip(SkipReason::NoContainers),
+    }
 }
 
 /// `decide`, then the marker comparison: the change to make, or why none is needed.
 pub fn plan(
-    _workload: &WorkloadView,
-    _resource: &ResourceView,
-    _event: ResourceEventKind,
-    _opts: &DecideOptions,
+    workload: &WorkloadView,
+    resource: &ResourceView,
+    event: ResourceEventKind,
+    opts: &DecideOptions,
 ) -> Result<MarkerChange, SkipReason> {
-    Err(SkipReason::NotAnnotated)
+    let container = match decide(workload, resource, opts) {
+        Decision::Reload { container, .. } => container,
+        Decision::Skip(reason) => return Err(reason),
+    };
+    let action = marker_action(event, resource.hash, opts.strategy);
+    if workload.markers.records(&resource.key, &action, opts.strategy) {
+        return Err(SkipReason::AlreadyCurrent);
+    }
+    Ok(MarkerChange { resource: resource.key.clone(), action, strategy: opts.strategy, container })
+}
+
+/// The marker action an event calls for (compat.md §6): record the new hash; on delete, remove
+/// the env var, or record the delete-marker hash under the annotations strategy.
+pub fn marker_action(event: ResourceEventKind, hash: ContentHash, strategy: ReloadStrategy) -> MarkerAction {
+    match (event, strategy) {
+        (ResourceEventKind::Created | ResourceEventKind::Updated, _) => MarkerAction::Set(hash),
+        (ResourceEventKind::Deleted, ReloadStrategy::EnvVars) => MarkerAction::Remove,
+        (ResourceEventKind::Deleted, ReloadStrategy::Annotations) => MarkerAction::Set(DELETE_MARKER_HASH),
+    }
+}
+
+/// compat.md §4.3 step 1: the workload's own annotations, unless they hold none of the keys
+/// that select workloads for `kind`; then the pod template's.
+pub fn effective_rules(workload: &WorkloadView, kind: ResourceKind) -> &ReloadAnnotations {
+    if workload.metadata_rules.selects_for(kind) {
+        &workload.metadata_rules
+    } else {
+        &workload.template_rules
+    }
+}
+
+/// Steps 2 to 6 of compat.md §4.3, before the container is chosen.
+fn select_rule(
+    workload: &WorkloadView,
+    resource: &ResourceView,
+    opts: &DecideOptions,
+) -> Result<Rule, SkipReason> {
+    let key = &resource.key;
+    if resource.ignored {
+        return Err(SkipReason::ResourceIgnored);
+    }
+    // Pod specs only reference resources of their own namespace; an explicit list must not
+    // reach across namespaces either.
+    if key.namespace != workload.key.namespace {
+        return Err(SkipReason::NotReferenced);
+    }
+    if is_excluded(workload, key.kind, &key.name) {
+        return Err(SkipReason::Excluded);
+    }
+    let rules = effective_rules(workload, key.kind);
+    let slot = kind_index(key.kind);
+    if rules.explicit[slot].as_deref().is_some_and(|list| list_matches(list, &key.name)) {
+        return Ok(Rule::Explicit);
+    }
+    let referenced = references_resource(&workload.references, key.kind, &key.name);
+    if rules.search.as_deref() == Some("true") && resource.matched {
+        return if referenced { Ok(Rule::SearchMatch) } else { Err(SkipReason::NotReferenced) };
+    }
+    let rule = auto_rule(rules, key.kind, opts)?;
+    if referenced { Ok(rule) } else { Err(SkipReason::NotReferenced) }
+}
+
+/// Step 2: the exclude list is read from the workload's metadata and (our fix) from the pod
+/// template, whichever map step 1 chose.
+fn is_excluded(workload: &WorkloadView, kind: ResourceKind, name: &str) -> bool {
+    let slot = kind_index(kind);
+    [&workload.metadata_rules, &workload.template_rules]
+        .into_iter()
+        .filter_map(|rules| rules.exclude[slot].as_deref())
+        .any(|list| split_list(list).any(|entry| entry == name))
+}
+
+/// Step 5. An empty value counts as unset, as it does for Stakater (Go reads a missing key as "").
+fn auto_rule(
+    rules: &ReloadAnnotations,
+    kind: ResourceKind,
+    opts: &DecideOptions,
+) -> Result<Rule, SkipReason> {
+    let auto = rules.auto.as_deref().unwrap_or_default();
+    let typed_auto = rules.typed_auto[kind_index(kind)].as_deref().unwrap_or_default();
+    if parse_go_bool(auto) == Some(true) {
+        Ok(Rule::Auto)
+    } else if parse_go_bool(typed_auto) == Some(true) {
+        Ok(Rule::TypedAuto)
+    } else if !auto.is_empty() || !typed_auto.is_empty() {
+        Err(SkipReason::AutoDisabled)
+    } else if opts.auto_reload_all {
+        Ok(Rule::AutoReloadAll)
+    } else {
+        Err(SkipReason::NotAnnotated)
+    }
 }

@@ -1,1 +1,383 @@
-//! The compact state kept from watches, with the reverse index. Filled in by issue 2/4 work.
+//! The compact state kept from watches: resources and workloads by key, and the lookups that
+//! find the workloads a resource event concerns without scanning them all.
+//!
+//! A workload can only reload for a resource that it references (auto, search, auto-reload-all,
+//! and explicit lists naming referenced resources), that its explicit list names, or that an
+//! explicit-list pattern matches. The first two are filed under the resource's key (the reverse
+//! index); pattern holders are filed under their namespace and resource kind, and are offered
+//! for every resource of that kind there. Search needs no entry of its own: it only reloads
+//! referenced resources.
+//!
+//! Workloads are stored in a slab and the lookups hold 4-byte ids, so no key or view is copied
+//! into them: per workload the index keeps its view and one extra copy of its key.
+
+#[cfg(test)]
+mod tests;
+
+use std::borrow::Borrow;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+
+use crate::annotations::{ReloadAnnotations, kind_index};
+use crate::decide::{DecideOptions, ExplicitEntry, ResourceEventKind, SkipReason, explicit_entries, plan};
+use crate::hash::DELETE_MARKER_HASH;
+use crate::model::{ContentHash, ResourceKey, ResourceKind, ResourceView, WorkloadKey};
+use crate::workload::{MarkerChange, WorkloadView};
+
+/// What `upsert_resource` changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResourceChange {
+    /// The resource was not known.
+    Created,
+    /// The content hash changed (the flags may have changed too).
+    ContentChanged { previous: ContentHash },
+    /// Only the match/ignore flags changed.
+    FlagsChanged,
+    /// Nothing reloader looks at changed (labels, other annotations, a resync).
+    Unchanged,
+}
+
+/// Sizes, for metrics and logs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexStats {
+    pub resources: usize,
+    pub workloads: usize,
+    /// Distinct resource keys in the reverse index.
+    pub reverse_entries: usize,
+    /// Workloads whose explicit lists hold patterns.
+    pub pattern_holders: usize,
+}
+
+#[derive(Debug, Default)]
+pub struct Index {
+    resources: HashSet<StoredResource>,
+    workloads: Slab,
+    lookup: Lookup,
+}
+
+impl Index {
+    pub fn upsert_resource(&mut self, view: ResourceView) -> ResourceChange {
+        let change = match self.resources.get(&view.key) {
+            None => ResourceChange::Created,
+            Some(StoredResource(old)) if old.hash != view.hash => {
+                ResourceChange::ContentChanged { previous: old.hash }
+            }
+            Some(StoredResource(old)) if (old.matched, old.ignored) != (view.matched, view.ignored) => {
+                ResourceChange::FlagsChanged
+            }
+            Some(_) => return ResourceChange::Unchanged,
+        };
+        self.resources.replace(StoredResource(view));
+        change
+    }
+
+    pub fn remove_resource(&mut self, key: &ResourceKey) -> Option<ResourceView> {
+        self.resources.take(key).map(|StoredResource(view)| view)
+    }
+
+    pub fn resource(&self, key: &ResourceKey) -> Option<&ResourceView> {
+        self.resources.get(key).map(|StoredResource(view)| view)
+    }
+
+    /// Every resource, in no particular order.
+    pub fn resources(&self) -> impl Iterator<Item = &ResourceView> {
+        self.resources.iter().map(|StoredResource(view)| view)
+    }
+
+    /// Stores `view`, returning the view it replaces.
+    pub fn upsert_workload(&mut self, view: WorkloadView) -> Option<WorkloadView> {
+        let Some(&id) = self.workloads.ids.get(&view.key) else {
+            let id = self.workloads.insert(view);
+            self.lookup.add(id, self.workloads.get(id).expect("just inserted"));
+            return None;
+        };
+        let slot = self.workloads.slot_mut(id);
+        let previous = std::mem::replace(slot, view);
+        // Most workload events (status updates, resyncs) leave the lookups as they were.
+        if !same_lookup_entries(&previous, slot) {
+            self.lookup.remove(id, &previous);
+            self.lookup.add(id, slot);
+        }
+        Some(previous)
+    }
+
+    pub fn remove_workload(&mut self, key: &WorkloadKey) -> Option<WorkloadView> {
+        let id = *self.workloads.ids.get(key)?;
+        let view = self.workloads.remove(id);
+        self.lookup.remove(id, &view);
+        Some(view)
+    }
+
+    pub fn workload(&self, key: &WorkloadKey) -> Option<&WorkloadView> {
+        self.workloads.ids.get(key).and_then(|&id| self.workloads.get(id))
+    }
+
+    /// Every workload, in no particular order.
+    pub fn workloads(&self) -> impl Iterator<Item = &WorkloadView> {
+        self.workloads.slots.iter().flatten()
+    }
+
+    /// Every workload that might reload for the resource `key`, ordered by workload key.
+    /// `decide` has the last word; nothing outside the lookups is scanned.
+    pub fn candidates(&self, key: &ResourceKey) -> Vec<&WorkloadView> {
+        let mut views: Vec<&WorkloadView> =
+            self.lookup.candidate_ids(key).into_iter().filter_map(|id| self.workloads.get(id)).collect();
+        views.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        views
+    }
+
+    /// `plan` for every candidate of `resource`, in candidate order.
+    pub fn plan_changes(
+        &self,
+        resource: &ResourceView,
+        event: ResourceEventKind,
+        opts: &DecideOptions,
+    ) -> Vec<(WorkloadKey, Result<MarkerChange, SkipReason>)> {
+        self.candidates(&resource.key)
+            .into_iter()
+            .map(|workload| (workload.key.clone(), plan(workload, resource, event, opts)))
+            .collect()
+    }
+
+    /// The start-up / leadership sweep (beyond.md §2): every workload carrying a marker for a
+    /// resource it reloads for, whose hash differs from the resource's current hash. The
+    /// marker is the record of what the workload last reloaded for, so this applies a change
+    /// made while nobody was leading exactly once, and a takeover with no change writes nothing.
+    ///
+    /// A workload without a marker for a resource is left alone: it never reloaded for it, and
+    /// treating that as stale would restart everything on a first install. A delete marker is
+    /// treated the same way: a resource re-created while nobody led reloads only through the
+    /// create event, as it would have with a leader present.
+    ///
+    /// Ordered by workload key, then resource key.
+    pub fn catch_up(&self, opts: &DecideOptions) -> Vec<(WorkloadKey, MarkerChange)> {
+        let mut changes = Vec::new();
+        for StoredResource(resource) in &self.resources {
+            for id in self.lookup.candidate_ids(&resource.key) {
+                let Some(workload) = self.workloads.get(id) else { continue };
+                let stale = match workload.markers.recorded_hash(&resource.key, opts.strategy) {
+                    Some(recorded) => recorded != resource.hash && recorded != DELETE_MARKER_HASH,
+                    None => false,
+                };
+                if !stale {
+                    continue;
+                }
+                if let Ok(change) = plan(workload, resource, ResourceEventKind::Updated, opts) {
+                    changes.push((workload.key.clone(), change));
+                }
+            }
+        }
+        changes.sort_unstable_by(|(a, a_change), (b, b_change)| {
+            a.cmp(b).then_with(|| a_change.resource.cmp(&b_change.resource))
+        });
+        changes
+    }
+
+    /// Drops every resource and workload of `ns` (it left the namespace selector).
+    pub fn remove_namespace(&mut self, ns: &str) {
+        self.resources.retain(|StoredResource(view)| &*view.key.namespace != ns);
+        let keys: Vec<WorkloadKey> =
+            self.workloads.ids.keys().filter(|key| &*key.namespace == ns).cloned().collect();
+        for key in keys {
+            self.remove_workload(&key);
+        }
+    }
+
+    pub fn stats(&self) -> IndexStats {
+        IndexStats {
+            resources: self.resources.len(),
+            workloads: self.workloads.ids.len(),
+            reverse_entries: self.lookup.by_resource.len(),
+            pattern_holders: self.lookup.pattern_holder_count(),
+        }
+    }
+}
+
+/// A resource view hashed and compared by key alone, so the set needs no second copy of the key.
+#[derive(Debug)]
+struct StoredResource(ResourceView);
+
+impl PartialEq for StoredResource {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.key == other.0.key
+    }
+}
+
+impl Eq for StoredResource {}
+
+impl Hash for StoredResource {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.key.hash(state);
+    }
+}
+
+impl Borrow<ResourceKey> for StoredResource {
+    fn borrow(&self) -> &ResourceKey {
+        &self.0.key
+    }
+}
+
+type WorkloadId = u32;
+
+/// Workload views by id, with the key → id map. Freed ids are reused.
+#[derive(Debug, Default)]
+struct Slab {
+    slots: Vec<Option<WorkloadView>>,
+    free: Vec<WorkloadId>,
+    ids: HashMap<WorkloadKey, WorkloadId>,
+}
+
+impl Slab {
+    fn insert(&mut self, view: WorkloadView) -> WorkloadId {
+        let key = view.key.clone();
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.slots[id as usize] = Some(view);
+                id
+            }
+            None => {
+                let id = WorkloadId::try_from(self.slots.len()).expect("fewer than 2^32 workloads");
+                self.slots.push(Some(view));
+                id
+            }
+        };
+        self.ids.insert(key, id);
+        id
+    }
+
+    fn get(&self, id: WorkloadId) -> Option<&WorkloadView> {
+        self.slots.get(id as usize).and_then(Option::as_ref)
+    }
+
+    fn slot_mut(&mut self, id: WorkloadId) -> &mut WorkloadView {
+        self.slots[id as usize].as_mut().expect("ids only name occupied slots")
+    }
+
+    fn remove(&mut self, id: WorkloadId) -> WorkloadView {
+        let view = self.slots[id as usize].take().expect("ids only name occupied slots");
+        self.ids.remove(&view.key);
+        self.free.push(id);
+        view
+    }
+}
+
+/// The reverse index and the per-namespace pattern holders.
+#[derive(Debug, Default)]
+struct Lookup {
+    /// Sorted, duplicate-free ids of the workloads referencing or naming each resource.
+    by_resource: HashMap<ResourceKey, Vec<WorkloadId>>,
+    /// Per namespace and resource kind ([`kind_index`]), the workloads with list patterns.
+    pattern_holders: HashMap<Box<str>, [Vec<WorkloadId>; 3]>,
+}
+
+impl Lookup {
+    fn add(&mut self, id: WorkloadId, view: &WorkloadView) {
+        let namespace = &*view.key.namespace;
+        for (kind, name) in direct_names(view) {
+            let ids = self.by_resource.entry(ResourceKey::new(kind, namespace, name)).or_default();
+            if let Err(at) = ids.binary_search(&id) {
+                ids.insert(at, id);
+            }
+        }
+        for kind in pattern_kinds(view) {
+            let holders = self.pattern_holders.entry(namespace.into()).or_default();
+            let ids = &mut holders[kind_index(kind)];
+            if let Err(at) = ids.binary_search(&id) {
+                ids.insert(at, id);
+            }
+        }
+    }
+
+    fn remove(&mut self, id: WorkloadId, view: &WorkloadView) {
+        let namespace = &*view.key.namespace;
+        for (kind, name) in direct_names(view) {
+            let key = ResourceKey::new(kind, namespace, name);
+            if let Some(ids) = self.by_resource.get_mut(&key) {
+                if let Ok(at) = ids.binary_search(&id) {
+                    ids.remove(at);
+                }
+                if ids.is_empty() {
+                    self.by_resource.remove(&key);
+                }
+            }
+        }
+        let kinds = pattern_kinds(view);
+        if kinds.is_empty() {
+            return;
+        }
+        if let Some(holders) = self.pattern_holders.get_mut(namespace) {
+            for kind in kinds {
+                let ids = &mut holders[kind_index(kind)];
+                if let Ok(at) = ids.binary_search(&id) {
+                    ids.remove(at);
+                }
+            }
+            if holders.iter().all(Vec::is_empty) {
+                self.pattern_holders.remove(namespace);
+            }
+        }
+    }
+
+    /// Sorted, duplicate-free.
+    fn candidate_ids(&self, key: &ResourceKey) -> Vec<WorkloadId> {
+        let direct = self.by_resource.get(key).map(Vec::as_slice).unwrap_or_default();
+        let patterns = self
+            .pattern_holders
+            .get(&*key.namespace)
+            .map(|holders| holders[kind_index(key.kind)].as_slice())
+            .unwrap_or_default();
+        let mut ids: Vec<WorkloadId> = direct.iter().chain(patterns).copied().collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    fn pattern_holder_count(&self) -> usize {
+        let ids: HashSet<WorkloadId> =
+            self.pattern_holders.values().flat_map(|holders| holders.iter().flatten()).copied().collect();
+        ids.len()
+    }
+}
+
+const KINDS: [ResourceKind; 3] =
+    [ResourceKind::ConfigMap, ResourceKind::Secret, ResourceKind::SecretProviderClass];
+
+/// Explicit lists of both annotation maps: step 1 of the decision picks one of them per kind,
+/// the lookups must serve either.
+fn explicit_lists(view: &WorkloadView, kind: ResourceKind) -> impl Iterator<Item = &str> {
+    [&view.metadata_rules, &view.template_rules]
+        .into_iter()
+        .filter_map(move |rules: &ReloadAnnotations| rules.explicit[kind_index(kind)].as_deref())
+}
+
+/// The resources a workload is filed under: those it references and the plain names it lists.
+fn direct_names(view: &WorkloadView) -> BTreeSet<(ResourceKind, &str)> {
+    let mut names: BTreeSet<(ResourceKind, &str)> =
+        view.references.iter().map(|r| (r.kind, &*r.name)).collect();
+    for kind in KINDS {
+        for entry in explicit_lists(view, kind).flat_map(explicit_entries) {
+            if let ExplicitEntry::Name(name) = entry {
+                names.insert((kind, name));
+            }
+        }
+    }
+    names
+}
+
+/// The kinds for which the workload's explicit lists hold a pattern.
+fn pattern_kinds(view: &WorkloadView) -> Vec<ResourceKind> {
+    KINDS
+        .into_iter()
+        .filter(|&kind| {
+            explicit_lists(view, kind)
+                .flat_map(explicit_entries)
+                .any(|entry| matches!(entry, ExplicitEntry::Pattern(_)))
+        })
+        .collect()
+}
+
+fn same_lookup_entries(a: &WorkloadView, b: &WorkloadView) -> bool {
+    a.references == b.references
+        && a.metadata_rules.explicit == b.metadata_rules.explicit
+        && a.template_rules.explicit == b.template_rules.explicit
+}

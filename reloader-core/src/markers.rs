@@ -253,7 +253,13 @@ pub fn template_strategic_patch(
         let mut env = Vec::new();
         for e in after_env {
             if !before_env.contains(e) {
-                env.push(json!({"name": e.name, "value": e.value}));
+                let mut entry = json!({"name": e.name, "value": e.value});
+                // A merge keeps fields the patch does not mention: a `valueFrom` left beside the
+                // new `value` would make the API server reject the template.
+                if before_env.iter().any(|b| b.name == e.name && b.value_from.is_some()) {
+                    entry["valueFrom"] = Value::Null;
+                }
+                env.push(entry);
             }
         }
         for e in before_env {
@@ -288,3 +294,6 @@ fn annotation_of(template: &PodTemplateSpec, keys: &AnnotationKeys) -> Option<St
         .and_then(|a| a.get(&keys.last_reloaded_from))
         .cloned()
 }
+
+#[cfg(test)]
+mod tests;

@@ -107,3 +107,6 @@ pub fn marker_container(
 pub fn references_resource(references: &[Reference], kind: ResourceKind, name: &str) -> bool {
     references.iter().any(|r| r.kind == kind && &*r.name == name)
 }
+
+#[cfg(test)]
+mod tests;

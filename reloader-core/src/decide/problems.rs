@@ -1,0 +1,123 @@
+//! Mistakes in a workload's reloader annotations worth a warning: they never stop a decision
+//! (compat.md §3: an invalid entry is skipped, the others still apply), but users want to know.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use super::explicit::{ExplicitEntry, compile, explicit_entries, short_regex_error};
+use crate::annotations::{AnnotationKeys, ReloadAnnotations, kind_index};
+use crate::model::ResourceKind;
+use crate::naming::env_var_name;
+use crate::workload::WorkloadView;
+
+const KINDS: [ResourceKind; 3] =
+    [ResourceKind::ConfigMap, ResourceKind::Secret, ResourceKind::SecretProviderClass];
+
+/// Where an annotation was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnnotationSource {
+    WorkloadMetadata,
+    PodTemplate,
+}
+
+impl AnnotationSource {
+    fn describe(self) -> &'static str {
+        match self {
+            AnnotationSource::WorkloadMetadata => "the workload",
+            AnnotationSource::PodTemplate => "the pod template",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AnnotationProblem {
+    /// An explicit-list entry that is not a valid regular expression; it selects nothing.
+    InvalidEntry { key: Box<str>, source: AnnotationSource, entry: Box<str>, reason: String },
+    /// Resources of one kind, used or listed by the workload, whose env-var markers have the
+    /// same name: under the env-vars strategy each one's marker overwrites the other's.
+    EnvVarCollision { kind: ResourceKind, env_var: Box<str>, names: Vec<Box<str>> },
+}
+
+impl fmt::Display for AnnotationProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AnnotationProblem::InvalidEntry { key, source, entry, reason } => write!(
+                f,
+                "annotation {key} on {}: entry {entry:?} is not a valid regular expression ({reason}); \
+                 it is ignored, the other entries still apply",
+                source.describe()
+            ),
+            AnnotationProblem::EnvVarCollision { kind, env_var, names } => {
+                write!(f, "{kind}s ")?;
+                for (i, name) in names.iter().enumerate() {
+                    let separator = match i {
+                        0 => "",
+                        _ if i + 1 == names.len() => " and ",
+                        _ => ", ",
+                    };
+                    write!(f, "{separator}{name:?}")?;
+                }
+                write!(
+                    f,
+                    " share the env-var marker {env_var}: under the env-vars strategy a change to one \
+                     overwrites the marker of the other"
+                )
+            }
+        }
+    }
+}
+
+/// Every problem in the reloader annotations of `view`, in a stable order: invalid entries
+/// (metadata before template, ConfigMap before Secret before SecretProviderClass, list order),
+/// then env-var collisions by kind and env-var name.
+pub fn annotation_problems(view: &WorkloadView, keys: &AnnotationKeys) -> Vec<AnnotationProblem> {
+    let sources = [
+        (AnnotationSource::WorkloadMetadata, &view.metadata_rules),
+        (AnnotationSource::PodTemplate, &view.template_rules),
+    ];
+    let mut problems = Vec::new();
+    for (source, rules) in sources {
+        for kind in KINDS {
+            let Some(list) = rules.explicit[kind_index(kind)].as_deref() else { continue };
+            for entry in explicit_entries(list) {
+                let ExplicitEntry::Pattern(pattern) = entry else { continue };
+                if let Err(error) = compile(pattern) {
+                    problems.push(AnnotationProblem::InvalidEntry {
+                        key: keys.explicit(kind).into(),
+                        source,
+                        entry: pattern.into(),
+                        reason: short_regex_error(&error),
+                    });
+                }
+            }
+        }
+    }
+    problems.extend(env_var_collisions(view, &sources.map(|(_, rules)| rules)));
+    problems
+}
+
+fn env_var_collisions(view: &WorkloadView, rules: &[&ReloadAnnotations]) -> Vec<AnnotationProblem> {
+    let mut names: BTreeSet<(ResourceKind, &str)> =
+        view.references.iter().map(|r| (r.kind, &*r.name)).collect();
+    for kind in KINDS {
+        let lists = rules.iter().filter_map(|r| r.explicit[kind_index(kind)].as_deref());
+        for entry in lists.flat_map(explicit_entries) {
+            if let ExplicitEntry::Name(name) = entry {
+                names.insert((kind, name));
+            }
+        }
+    }
+    let mut by_env_var: BTreeMap<(ResourceKind, String), Vec<&str>> = BTreeMap::new();
+    for (kind, name) in names {
+        by_env_var.entry((kind, env_var_name(kind, name))).or_default().push(name);
+    }
+    by_env_var
+        .into_iter()
+        .filter(|(_, names)| names.len() > 1)
+        .map(|((kind, env_var), names)| AnnotationProblem::EnvVarCollision {
+            kind,
+            env_var: env_var.into(),
+            names: names.into_iter().map(Into::into).collect(),
+        })
+        .collect()
+}

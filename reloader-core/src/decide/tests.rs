@@ -1,0 +1,13 @@
+//! The decision tables: scenarios.md §A (1-19, what needs no cluster) and §B (20-26, markers,
+//! idempotence and deletes), plus the edges of compat.md §4.3.
+
+mod decisions;
+mod plans;
+mod problems;
+
+use super::testkit::*;
+use super::*;
+use crate::model::{RefVia, WorkloadKind};
+
+use RefVia::{EnvFrom, EnvValueFrom, Projected, Volume};
+use ResourceKind::{ConfigMap, Secret};

@@ -1,0 +1,82 @@
+//! Annotation problems worth a warning.
+
+use super::*;
+use crate::annotations::AnnotationKeys;
+
+#[test]
+fn problems() {
+    struct ProblemCase {
+        name: &'static str,
+        workload: TestWorkload,
+        want: Vec<&'static str>,
+    }
+    let cases = [
+        ProblemCase {
+            name: "clean",
+            workload: deployment("web").annotate(CM_RELOAD, "a, app-.*"),
+            want: vec![],
+        },
+        ProblemCase {
+            name: "A13 one warning for the invalid entry",
+            workload: deployment("web").annotate(CM_RELOAD, "a, [, app-.*"),
+            want: vec![
+                "annotation configmap.reloader.stakater.com/reload on the workload: entry \"[\" is not a \
+                 valid regular expression (unclosed character class); it is ignored, the other entries \
+                 still apply",
+            ],
+        },
+        ProblemCase {
+            name: "invalid entries on the template and for Secrets",
+            workload: deployment("web").annotate(SECRET_RELOAD, "(x").annotate_template(CM_RELOAD, "a{2"),
+            want: vec![
+                "annotation secret.reloader.stakater.com/reload on the workload: entry \"(x\" is not a valid \
+                 regular expression (unclosed group); it is ignored, the other entries still apply",
+                "annotation configmap.reloader.stakater.com/reload on the pod template: entry \"a{2\" is not \
+                 a valid regular expression (unclosed counted repetition); it is ignored, the other entries \
+                 still apply",
+            ],
+        },
+        ProblemCase {
+            name: "referenced names sharing an env var",
+            workload: deployment("web")
+                .uses_cm("app", "my-cm", EnvFrom)
+                .uses_cm("app", "my.cm", Volume)
+                .uses_secret("app", "my-cm", EnvFrom),
+            want: vec![
+                "ConfigMaps \"my-cm\" and \"my.cm\" share the env-var marker STAKATER_MY_CM_CONFIGMAP: \
+                 under the env-vars strategy a change to one overwrites the marker of the other",
+            ],
+        },
+        ProblemCase {
+            name: "a listed name beside a referenced one",
+            workload: deployment("web")
+                .annotate(SECRET_RELOAD, "db_pass")
+                .uses_secret("app", "db-pass", EnvFrom)
+                .uses_secret("app", "db-pass", Volume),
+            want: vec![
+                "Secrets \"db-pass\" and \"db_pass\" share the env-var marker STAKATER_DB_PASS_SECRET: \
+                 under the env-vars strategy a change to one overwrites the marker of the other",
+            ],
+        },
+    ];
+    for case in cases {
+        let got: Vec<String> = annotation_problems(&case.workload.view(), &AnnotationKeys::default())
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(got, case.want, "{}", case.name);
+    }
+}
+
+#[test]
+fn problems_name_configured_keys() {
+    let keys = AnnotationKeys { configmap_reload: "example.com/reload".into(), ..AnnotationKeys::default() };
+    let mut workload = deployment("web");
+    workload.deployment.metadata.annotations = Some([("example.com/reload".into(), "(".into())].into());
+    let view = crate::markers::build_view(&workload, &keys);
+    let problems = annotation_problems(&view, &keys);
+    let [AnnotationProblem::InvalidEntry { key, .. }] = &problems[..] else {
+        panic!("want one invalid entry, got {problems:?}")
+    };
+    assert_eq!(&**key, "example.com/reload");
+}

@@ -1,0 +1,262 @@
+use super::*;
+use crate::annotations::AnnotationKeys;
+use crate::decide::testkit::*;
+use crate::markers::{annotation_marker_value, apply_to_template};
+use crate::model::{RefVia, ReloadStrategy, WorkloadKind};
+use crate::workload::MarkerAction;
+
+use RefVia::{EnvFrom, Volume};
+
+fn names(views: &[&WorkloadView]) -> Vec<String> {
+    views.iter().map(|v| format!("{}/{}", v.key.namespace, v.key.name)).collect()
+}
+
+fn index_of(workloads: &[TestWorkload]) -> Index {
+    let mut index = Index::default();
+    for w in workloads {
+        assert_eq!(index.upsert_workload(w.view()), None);
+    }
+    index
+}
+
+#[test]
+fn resource_changes() {
+    let mut index = Index::default();
+    let v1 = cm("c");
+    let v2 = cm("c").with_hash(hash("v2"));
+    let steps: [(ResourceView, ResourceChange); 6] = [
+        (v1.clone(), ResourceChange::Created),
+        // §A 5: labels and other annotations are not in the view at all.
+        (v1.clone(), ResourceChange::Unchanged),
+        (v1.clone().matched(), ResourceChange::FlagsChanged),
+        (v1.clone().matched().ignored(), ResourceChange::FlagsChanged),
+        (v2.clone(), ResourceChange::ContentChanged { previous: v1.hash }),
+        (v2.clone(), ResourceChange::Unchanged),
+    ];
+    for (i, (view, want)) in steps.into_iter().enumerate() {
+        let key = view.key.clone();
+        assert_eq!(index.upsert_resource(view.clone()), want, "step {i}");
+        assert_eq!(index.resource(&key), Some(&view), "step {i}");
+    }
+    assert_eq!(index.stats().resources, 1);
+    assert_eq!(index.remove_resource(&v2.key), Some(v2.clone()));
+    assert_eq!(index.remove_resource(&v2.key), None);
+    assert_eq!(index.stats().resources, 0);
+}
+
+#[test]
+fn candidates() {
+    let workloads = [
+        deployment("by-reference").annotate(AUTO, "true").uses_cm("app", "shared", Volume),
+        deployment("by-name").annotate(CM_RELOAD, "listed, shared"),
+        deployment("by-template-name").annotate_template(CM_RELOAD, "listed"),
+        deployment("by-pattern").annotate(CM_RELOAD, "app-.*"),
+        deployment("by-search").annotate(SEARCH, "true").uses_cm("app", "shared", EnvFrom),
+        deployment("secret-pattern").annotate(SECRET_RELOAD, "app-.*"),
+        deployment("elsewhere").in_namespace("other").annotate(CM_RELOAD, "listed, app-.*"),
+        deployment("unrelated").annotate(AUTO, "true").uses_cm("app", "own", EnvFrom),
+    ];
+    let index = index_of(&workloads);
+    let cases: [(&str, ResourceView, &[&str]); 7] = [
+        (
+            "reference, name and search",
+            cm("shared"),
+            &["default/by-name", "default/by-pattern", "default/by-reference", "default/by-search"],
+        ),
+        (
+            "plain names on metadata and template",
+            cm("listed"),
+            &["default/by-name", "default/by-pattern", "default/by-template-name"],
+        ),
+        ("pattern holders of the kind and namespace", cm("app-1"), &["default/by-pattern"]),
+        ("Secret pattern", secret("app-1"), &["default/secret-pattern"]),
+        ("another namespace", cm("listed").in_namespace("other"), &["other/elsewhere"]),
+        ("Secret pattern holders for any Secret", secret("shared"), &["default/secret-pattern"]),
+        ("nobody", secret("shared").in_namespace("third"), &[]),
+    ];
+    for (name, resource, want) in cases {
+        assert_eq!(names(&index.candidates(&resource.key)), want, "{name}");
+    }
+    // Search with match decides through the same candidates (§A 15: only the workload with
+    // search reloads among the two sharing the ConfigMap).
+    let opts = DecideOptions::default();
+    let planned: Vec<_> = index
+        .plan_changes(&cm("shared").matched(), ResourceEventKind::Updated, &opts)
+        .into_iter()
+        .map(|(key, result)| (key.name.to_string(), result.map(|c| c.container)))
+        .collect();
+    assert_eq!(
+        planned,
+        [
+            ("by-name".to_string(), Ok(0)),
+            ("by-pattern".to_string(), Err(SkipReason::NotAnnotated)),
+            ("by-reference".to_string(), Ok(0)),
+            ("by-search".to_string(), Ok(0)),
+        ]
+    );
+    let stats = index.stats();
+    assert_eq!((stats.workloads, stats.pattern_holders), (8, 3));
+    // shared, listed, own in default; listed in other.
+    assert_eq!(stats.reverse_entries, 4);
+}
+
+#[test]
+fn search_without_match_does_not_reload_through_the_index() {
+    let index = index_of(&[
+        deployment("with-search").annotate(SEARCH, "true").uses_cm("app", "c", EnvFrom),
+        deployment("without").uses_cm("app", "c", EnvFrom),
+    ]);
+    let opts = DecideOptions::default();
+    let results: Vec<_> = index
+        .plan_changes(&cm("c"), ResourceEventKind::Updated, &opts)
+        .into_iter()
+        .map(|(key, result)| (key.name.to_string(), result.is_ok()))
+        .collect();
+    assert_eq!(results, [("with-search".to_string(), false), ("without".to_string(), false)]);
+}
+
+#[test]
+fn updates_and_removals_keep_the_lookups_exact() {
+    let first = deployment("web").annotate(CM_RELOAD, "a, p-.*").uses_secret("app", "s", EnvFrom);
+    let mut index = index_of(std::slice::from_ref(&first));
+    let key = first.view().key;
+    assert_eq!(names(&index.candidates(&cm("a").key)), ["default/web"]);
+    assert_eq!(names(&index.candidates(&cm("p-1").key)), ["default/web"]);
+    assert_eq!(names(&index.candidates(&secret("s").key)), ["default/web"]);
+
+    // A status-only update changes nothing in the lookups.
+    let mut same = first.view();
+    same.paused = true;
+    assert_eq!(index.upsert_workload(same), Some(first.view()));
+    assert_eq!(names(&index.candidates(&cm("a").key)), ["default/web"]);
+
+    // New annotations: the old entries go, the new ones come.
+    let second = deployment("web").annotate(CM_RELOAD, "b").uses_secret("app", "t", Volume);
+    assert!(index.upsert_workload(second.view()).is_some());
+    for gone in [cm("a"), cm("p-1"), secret("s")] {
+        assert!(index.candidates(&gone.key).is_empty(), "{}", gone.key);
+    }
+    assert_eq!(names(&index.candidates(&cm("b").key)), ["default/web"]);
+    assert_eq!(names(&index.candidates(&secret("t").key)), ["default/web"]);
+    assert_eq!(
+        index.stats(),
+        IndexStats { resources: 0, workloads: 1, reverse_entries: 2, pattern_holders: 0 }
+    );
+
+    assert_eq!(index.remove_workload(&key), Some(second.view()));
+    assert_eq!(index.remove_workload(&key), None);
+    assert!(index.candidates(&cm("b").key).is_empty());
+    assert_eq!(index.stats(), IndexStats::default());
+    assert!(index.lookup.pattern_holders.is_empty());
+
+    // A freed slot is reused without leaking the old workload into the new one's lookups.
+    let other = deployment("other").annotate(CM_RELOAD, "z");
+    index.upsert_workload(other.view());
+    assert_eq!(names(&index.candidates(&cm("z").key)), ["default/other"]);
+    assert!(index.candidates(&cm("b").key).is_empty());
+    assert_eq!(index.workloads().count(), 1);
+    assert_eq!(index.workload(&other.view().key), Some(&other.view()));
+}
+
+#[test]
+fn remove_namespace() {
+    let mut index = index_of(&[
+        deployment("a").annotate(CM_RELOAD, "c, p-.*"),
+        deployment("b").in_namespace("gone").annotate(CM_RELOAD, "c, p-.*"),
+    ]);
+    index.upsert_resource(cm("c"));
+    index.upsert_resource(cm("c").in_namespace("gone"));
+    index.remove_namespace("gone");
+    assert_eq!(
+        index.stats(),
+        IndexStats { resources: 1, workloads: 1, reverse_entries: 1, pattern_holders: 1 }
+    );
+    assert!(index.candidates(&cm("c").in_namespace("gone").key).is_empty());
+    assert!(index.candidates(&cm("p-1").in_namespace("gone").key).is_empty());
+    assert_eq!(names(&index.candidates(&cm("c").key)), ["default/a"]);
+}
+
+fn marked(
+    workload: TestWorkload,
+    resource: &ResourceView,
+    hash: ContentHash,
+    strategy: ReloadStrategy,
+) -> TestWorkload {
+    match strategy {
+        ReloadStrategy::EnvVars => {
+            let env = crate::naming::env_var_name(resource.key.kind, &resource.key.name);
+            workload.env("app", &env, &hash.to_hex())
+        }
+        ReloadStrategy::Annotations => workload
+            .annotate_template(LAST_RELOADED_FROM, &annotation_marker_value(&resource.key, &hash, "app", 7)),
+    }
+}
+
+#[test]
+fn catch_up_reloads_stale_markers_once() {
+    for strategy in [ReloadStrategy::EnvVars, ReloadStrategy::Annotations] {
+        let opts = DecideOptions { auto_reload_all: false, strategy };
+        let current = cm("c").with_hash(hash("v2"));
+        let pattern = cm("app-1").with_hash(hash("v2"));
+        let auto = || deployment("x").annotate(AUTO, "true").uses_cm("app", "c", EnvFrom);
+        let workloads = [
+            marked(auto(), &current, hash("v1"), strategy).with_name("stale"),
+            marked(auto(), &current, current.hash, strategy).with_name("current"),
+            auto().with_name("no-marker"),
+            marked(auto(), &current, DELETE_MARKER_HASH, strategy).with_name("delete-marker"),
+            marked(deployment("x").annotate(CM_RELOAD, "app-.*"), &pattern, hash("v1"), strategy)
+                .with_name("pattern"),
+            // A stale marker for a resource it no longer reloads for: plan says no.
+            marked(deployment("x").uses_cm("app", "c", EnvFrom), &current, hash("v1"), strategy)
+                .with_name("not-annotated"),
+            marked(auto().annotate(CM_EXCLUDE, "c"), &current, hash("v1"), strategy).with_name("excluded"),
+        ];
+        let mut index = index_of(&workloads);
+        index.upsert_resource(current.clone());
+        index.upsert_resource(pattern.clone());
+        index.upsert_resource(cm("unused"));
+
+        let changes = index.catch_up(&opts);
+        let got: Vec<_> = changes
+            .iter()
+            .map(|(key, change)| (key.name.to_string(), change.resource.name.to_string()))
+            .collect();
+        assert_eq!(
+            got,
+            [("pattern".to_string(), "app-1".to_string()), ("stale".to_string(), "c".to_string())],
+            "{strategy:?}"
+        );
+        for (_, change) in &changes {
+            assert_eq!(change.strategy, strategy);
+            let resource = if change.resource == current.key { &current } else { &pattern };
+            assert_eq!(change.action, MarkerAction::Set(resource.hash));
+        }
+
+        // Apply the changes as the writer would and sweep again: nothing left.
+        for (key, change) in changes {
+            let mut workload = workloads.iter().find(|w| w.view().key == key).unwrap().clone();
+            let template = &mut workload.deployment.spec.as_mut().unwrap().template;
+            assert!(apply_to_template(template, &[change], &AnnotationKeys::default(), 8));
+            index.upsert_workload(workload.view());
+        }
+        assert_eq!(index.catch_up(&opts), [], "{strategy:?}");
+    }
+}
+
+#[test]
+fn catch_up_respects_kinds_that_cannot_reload() {
+    let resource = cm("c").with_hash(hash("v2"));
+    let workload = marked(
+        deployment("cron")
+            .kind(WorkloadKind::CronJob)
+            .suspended()
+            .annotate(AUTO, "true")
+            .uses_cm("app", "c", EnvFrom),
+        &resource,
+        hash("v1"),
+        ReloadStrategy::EnvVars,
+    );
+    let mut index = index_of(&[workload]);
+    index.upsert_resource(resource);
+    assert_eq!(index.catch_up(&DecideOptions::default()), []);
+}
