@@ -1,0 +1,297 @@
+//! [`RunArgs::validate`]: from flag text to [`Options`], one check per flag.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use super::fields::{
+    ignored_resources, ignored_workloads, invalid, list, listen_addr, log_format, namespace_names, non_blank,
+    openshift, parse_duration, positive_duration, selector, stakater_true, webhook_url,
+};
+use super::values::{addrs_overlap, is_http_url};
+use super::{
+    AdmissionWebhook, AlertConfig, AlertSink, ConfigError, LeaderElection, LogLevel, MetaInfoTarget,
+    NamespaceScope, Options, RunArgs, SensitiveString,
+};
+use crate::annotations::{AnnotationKeys, parse_go_bool};
+use crate::model::ReloadStrategy;
+use crate::selector::{check_dns_label, check_dns_subdomain, check_qualified_name};
+
+impl RunArgs {
+    /// Checks every value; the first problem is returned as a one-line [`ConfigError`].
+    pub fn validate(self) -> Result<Options, ConfigError> {
+        let mut warnings = Vec::new();
+
+        let keys = self.annotation_keys()?;
+        let log_format = log_format(&self.log_format, &mut warnings);
+        let log_level = LogLevel::parse(&self.log_level).ok_or_else(|| {
+            invalid(
+                "--log-level",
+                &self.log_level,
+                "expected trace, debug, info, warning, error, fatal or panic",
+            )
+        })?;
+        let webhook_url = webhook_url(&self.webhook_url)?;
+        let ignored_resources = ignored_resources(&self.resources_to_ignore)?;
+        let ignored_workloads = ignored_workloads(&self.ignored_workload_types)?;
+        let namespace_scope = self.namespace_scope(&mut warnings)?;
+        let resource_label_selector = selector("--resource-label-selector", &self.resource_label_selector)?;
+        let argo_rollouts = stakater_true("--is-Argo-Rollouts", &self.is_argo_rollouts, &mut warnings);
+        let openshift = openshift(&self.is_openshift)?;
+        let strategy = match self.reload_strategy.as_str() {
+            "env-vars" => ReloadStrategy::EnvVars,
+            "annotations" => ReloadStrategy::Annotations,
+            other => return Err(invalid("--reload-strategy", other, "expected env-vars or annotations")),
+        };
+        let reload_on_create = stakater_true("--reload-on-create", &self.reload_on_create, &mut warnings);
+        let reload_on_delete = stakater_true("--reload-on-delete", &self.reload_on_delete, &mut warnings);
+        if self.sync_after_restart && !reload_on_create {
+            warnings.push("--sync-after-restart has no effect without --reload-on-create=true".to_owned());
+        }
+        let pod_name = non_blank(self.pod_name.as_deref());
+        let leader_election = self.leader_election(pod_name.is_some())?;
+
+        let metrics_addr = listen_addr("--metrics-addr", &self.metrics_addr)?;
+        let pprof_addr = listen_addr("--pprof-addr", &self.pprof_addr)?;
+        if self.enable_pprof && addrs_overlap(pprof_addr, metrics_addr) {
+            return Err(invalid(
+                "--pprof-addr",
+                &self.pprof_addr,
+                format!(
+                    "must differ from --metrics-addr ({}): profiling is never served on the metrics port",
+                    self.metrics_addr
+                ),
+            ));
+        }
+
+        let coalesce_period = parse_duration("--coalesce-period", &self.coalesce_period)?;
+        let max_writes_per_second = self.max_writes_per_second;
+        if !(max_writes_per_second.is_finite() && max_writes_per_second >= 0.0) {
+            return Err(invalid(
+                "--max-writes-per-second",
+                max_writes_per_second.to_string(),
+                "expected a number >= 0 (0: no limit)",
+            ));
+        }
+        let ignored_secret_types =
+            list("--ignored-secret-types", &self.ignored_secret_types)?.into_iter().collect();
+        let admission_webhook = self.admission_webhook(metrics_addr, &mut warnings)?;
+        let otlp_endpoint = match non_blank(self.otlp_endpoint.as_deref()) {
+            Some(url) if !is_http_url(&url) => {
+                return Err(invalid("--otlp-endpoint", url, "expected an http:// or https:// URL"));
+            }
+            url => url,
+        };
+
+        Ok(Options {
+            keys,
+            auto_reload_all: self.auto_reload_all,
+            strategy,
+            reload_on_create,
+            reload_on_delete,
+            sync_after_restart: self.sync_after_restart,
+            ignored_resources,
+            ignored_workloads,
+            namespace_scope,
+            resource_label_selector,
+            argo_rollouts,
+            openshift,
+            enable_csi_integration: self.enable_csi_integration,
+            pod_name,
+            leader_election,
+            webhook_url,
+            log_format,
+            log_level,
+            metrics_addr,
+            pprof_addr: self.enable_pprof.then_some(pprof_addr),
+            coalesce_period,
+            max_writes_per_second,
+            dry_run: self.dry_run,
+            ignored_secret_types,
+            admission_webhook,
+            otlp_endpoint,
+            allow_suspended_cronjobs: self.allow_suspended_cronjobs,
+            metrics_count_by_namespace: self.metrics_count_by_namespace.as_deref() == Some("enabled"),
+            alert: self.alert(&mut warnings),
+            meta_info: self.meta_info(&mut warnings),
+            warnings,
+        })
+    }
+
+    fn annotation_keys(&self) -> Result<AnnotationKeys, ConfigError> {
+        let key = |flag: &'static str, value: &str| {
+            check_qualified_name(value)
+                .map(|()| value.to_owned())
+                .map_err(|why| invalid(flag, value, format!("not a valid annotation key: {why}")))
+        };
+        Ok(AnnotationKeys {
+            configmap_reload: key("--configmap-annotation", &self.configmap_annotation)?,
+            secret_reload: key("--secret-annotation", &self.secret_annotation)?,
+            auto: key("--auto-annotation", &self.auto_annotation)?,
+            configmap_auto: key("--configmap-auto-annotation", &self.configmap_auto_annotation)?,
+            secret_auto: key("--secret-auto-annotation", &self.secret_auto_annotation)?,
+            search: key("--auto-search-annotation", &self.auto_search_annotation)?,
+            search_match: key("--search-match-annotation", &self.search_match_annotation)?,
+            ignore: key("--ignore-annotation", &self.ignore_annotation)?,
+            pause_period: key("--pause-deployment-annotation", &self.pause_deployment_annotation)?,
+            paused_at: key("--pause-deployment-time-annotation", &self.pause_deployment_time_annotation)?,
+            ..AnnotationKeys::default()
+        })
+    }
+
+    fn namespace_scope(&self, warnings: &mut Vec<String>) -> Result<NamespaceScope, ConfigError> {
+        let ignore = namespace_names("--namespaces-to-ignore", &self.namespaces_to_ignore)?;
+        let selector = selector("--namespace-selector", &self.namespace_selector)?;
+        let only = namespace_names("--namespaces", &self.namespaces)?;
+        let only = match non_blank(self.kubernetes_namespace.as_deref()) {
+            _ if !only.is_empty() => only,
+            Some(namespace) => {
+                check_dns_label(&namespace)
+                    .map_err(|why| invalid("KUBERNETES_NAMESPACE", &namespace, why))?;
+                vec![namespace]
+            }
+            None => return Ok(NamespaceScope::All { ignore, selector }),
+        };
+        if !ignore.is_empty() {
+            warnings.push(
+                "--namespaces-to-ignore is only honoured when watching all namespaces; ignoring it".into(),
+            );
+        }
+        if selector.is_some() {
+            warnings.push(
+                "--namespace-selector is only honoured when watching all namespaces; ignoring it".into(),
+            );
+        }
+        Ok(NamespaceScope::Only(only))
+    }
+
+    fn leader_election(&self, has_pod_name: bool) -> Result<Option<LeaderElection>, ConfigError> {
+        let lease_duration =
+            positive_duration("--leader-election-lease-duration", &self.leader_election_lease_duration)?;
+        let renew_deadline =
+            positive_duration("--leader-election-renew-deadline", &self.leader_election_renew_deadline)?;
+        let retry_period =
+            positive_duration("--leader-election-retry-period", &self.leader_election_retry_period)?;
+        if renew_deadline >= lease_duration {
+            return Err(invalid(
+                "--leader-election-renew-deadline",
+                &self.leader_election_renew_deadline,
+                format!(
+                    "must be shorter than --leader-election-lease-duration ({})",
+                    self.leader_election_lease_duration
+                ),
+            ));
+        }
+        if retry_period >= renew_deadline {
+            return Err(invalid(
+                "--leader-election-retry-period",
+                &self.leader_election_retry_period,
+                format!(
+                    "must be shorter than --leader-election-renew-deadline ({})",
+                    self.leader_election_renew_deadline
+                ),
+            ));
+        }
+        check_dns_subdomain(&self.leader_election_id)
+            .map_err(|why| invalid("--leader-election-id", &self.leader_election_id, why))?;
+        if !self.enable_ha {
+            return Ok(None);
+        }
+
+        if !has_pod_name {
+            return Err(ConfigError::Requires {
+                flag: "--enable-ha",
+                requirement: "the POD_NAME environment variable",
+            });
+        }
+        let pod_namespace = non_blank(self.pod_namespace.as_deref()).ok_or(ConfigError::Requires {
+            flag: "--enable-ha",
+            requirement: "the POD_NAMESPACE environment variable",
+        })?;
+        let namespace = match non_blank(self.leader_election_namespace.as_deref()) {
+            Some(namespace) => {
+                check_dns_label(&namespace)
+                    .map_err(|why| invalid("--leader-election-namespace", &namespace, why))?;
+                namespace
+            }
+            None => pod_namespace,
+        };
+        Ok(Some(LeaderElection {
+            id: self.leader_election_id.clone(),
+            namespace,
+            lease_duration,
+            renew_deadline,
+            retry_period,
+            release_on_cancel: self.leader_election_release_on_cancel,
+        }))
+    }
+
+    fn admission_webhook(
+        &self,
+        metrics_addr: SocketAddr,
+        warnings: &mut Vec<String>,
+    ) -> Result<Option<AdmissionWebhook>, ConfigError> {
+        let addr = listen_addr("--webhook-addr", &self.webhook_addr)?;
+        let tls_cert = non_blank(self.webhook_tls_cert.as_deref());
+        let tls_key = non_blank(self.webhook_tls_key.as_deref());
+        if !self.admission_webhook {
+            if tls_cert.is_some() || tls_key.is_some() {
+                warnings.push(
+                    "--webhook-tls-cert/--webhook-tls-key have no effect without --admission-webhook".into(),
+                );
+            }
+            return Ok(None);
+        }
+        let (Some(tls_cert), Some(tls_key)) = (tls_cert, tls_key) else {
+            return Err(ConfigError::Requires {
+                flag: "--admission-webhook",
+                requirement: "--webhook-tls-cert and --webhook-tls-key",
+            });
+        };
+        if addrs_overlap(addr, metrics_addr) {
+            return Err(invalid("--webhook-addr", &self.webhook_addr, "must differ from --metrics-addr"));
+        }
+        Ok(Some(AdmissionWebhook {
+            addr,
+            tls_cert: PathBuf::from(tls_cert),
+            tls_key: PathBuf::from(tls_key),
+        }))
+    }
+
+    fn alert(&self, warnings: &mut Vec<String>) -> Option<AlertConfig> {
+        let enabled = match non_blank(self.alert_on_reload.as_deref()) {
+            None => false,
+            Some(value) => parse_go_bool(&value).unwrap_or_else(|| {
+                warnings.push(format!("ALERT_ON_RELOAD={value:?} is not a boolean; alerts are off"));
+                false
+            }),
+        };
+        if !enabled {
+            return None;
+        }
+        let exposed =
+            |value: &Option<SensitiveString>| non_blank(value.as_ref().map(SensitiveString::expose));
+        let Some(url) = exposed(&self.alert_webhook_url) else {
+            warnings.push("ALERT_ON_RELOAD is true but ALERT_WEBHOOK_URL is not set; alerts are off".into());
+            return None;
+        };
+        Some(AlertConfig {
+            url: SensitiveString::new(url),
+            sink: AlertSink::parse(self.alert_sink.as_deref().unwrap_or_default()),
+            proxy: exposed(&self.alert_webhook_proxy).map(SensitiveString::new),
+            additional_info: non_blank(self.alert_additional_info.as_deref()),
+        })
+    }
+
+    fn meta_info(&self, warnings: &mut Vec<String>) -> Option<MetaInfoTarget> {
+        let Some(namespace) = non_blank(self.reloader_namespace.as_deref()) else {
+            warnings.push(
+                "RELOADER_NAMESPACE is not set; the reloader-meta-info ConfigMap is not published".into(),
+            );
+            return None;
+        };
+        Some(MetaInfoTarget {
+            namespace,
+            deployment_name: non_blank(self.reloader_deployment_name.as_deref()),
+        })
+    }
+}

@@ -1,0 +1,304 @@
+//! The small value types of the options, and how their flag text parses.
+
+use std::convert::Infallible;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::str::FromStr;
+
+/// A string that must never be logged (webhook URLs carry tokens): `Debug` hides it and there
+/// is no `Display`; read it with [`SensitiveString::expose`] where it is used.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct SensitiveString(String);
+
+impl SensitiveString {
+    pub fn new(value: impl Into<String>) -> Self {
+        SensitiveString(value.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for SensitiveString {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() { f.write_str("\"\"") } else { f.write_str("<redacted>") }
+    }
+}
+
+impl FromStr for SensitiveString {
+    type Err = Infallible;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(SensitiveString::new(s))
+    }
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+impl LogFormat {
+    /// The flag value that selects this format (Stakater's: empty for text).
+    pub fn as_flag_value(self) -> &'static str {
+        match self {
+            LogFormat::Text => "",
+            LogFormat::Json => "json",
+        }
+    }
+}
+
+/// `--log-level`, with logrus's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum LogLevel {
+    Trace,
+    Debug,
+    #[default]
+    Info,
+    Warning,
+    Error,
+    Fatal,
+    Panic,
+}
+
+impl LogLevel {
+    /// Case-insensitive, and `warn` for `warning`, as logrus reads it.
+    pub fn parse(text: &str) -> Option<Self> {
+        Some(match text.to_ascii_lowercase().as_str() {
+            "trace" => LogLevel::Trace,
+            "debug" => LogLevel::Debug,
+            "info" => LogLevel::Info,
+            "warn" | "warning" => LogLevel::Warning,
+            "error" => LogLevel::Error,
+            "fatal" => LogLevel::Fatal,
+            "panic" => LogLevel::Panic,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Trace => "trace",
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Warning => "warning",
+            LogLevel::Error => "error",
+            LogLevel::Fatal => "fatal",
+            LogLevel::Panic => "panic",
+        }
+    }
+
+    /// The `tracing` level filter with the same effect; `fatal` and `panic` only let errors through.
+    pub fn tracing_directive(self) -> &'static str {
+        match self {
+            LogLevel::Trace => "trace",
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Warning => "warn",
+            LogLevel::Error | LogLevel::Fatal | LogLevel::Panic => "error",
+        }
+    }
+}
+
+/// Where alerts go (`ALERT_SINK`); anything unknown gets the raw text, as in Stakater.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AlertSink {
+    Slack,
+    Teams,
+    GoogleChat,
+    #[default]
+    Raw,
+}
+
+impl AlertSink {
+    pub fn parse(text: &str) -> Self {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "slack" => AlertSink::Slack,
+            "teams" => AlertSink::Teams,
+            "gchat" => AlertSink::GoogleChat,
+            _ => AlertSink::Raw,
+        }
+    }
+}
+
+/// Parses a Go listen address: `:9090` (every IPv4 interface), `127.0.0.1:9090`, `[::1]:9090`,
+/// `localhost:9090`. Host names other than `localhost` would need DNS, so they are refused.
+pub fn parse_listen_addr(text: &str) -> Result<SocketAddr, String> {
+    const EXPECTED: &str = "expected [host]:port, with an IP address or localhost as host";
+    let (host, port) = text.rsplit_once(':').ok_or(EXPECTED)?;
+    let port: u16 = port.parse().map_err(|_| format!("{EXPECTED}; the port must be a number up to 65535"))?;
+    let ip = match host {
+        "" => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        "localhost" => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        _ => match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+            Some(v6) => v6.parse::<std::net::Ipv6Addr>().map(IpAddr::V6).map_err(|_| EXPECTED)?,
+            None => host.parse::<Ipv4Addr>().map(IpAddr::V4).map_err(|_| EXPECTED)?,
+        },
+    };
+    Ok(SocketAddr::new(ip, port))
+}
+
+/// Whether two listeners would claim the same port on some interface.
+pub(super) fn addrs_overlap(a: SocketAddr, b: SocketAddr) -> bool {
+    a.port() == b.port() && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
+}
+
+/// Splits one list-flag value as Go's flag package does (a CSV record: `,`-separated, fields
+/// may be double-quoted with `""` for a quote), then trims the entries and drops empty ones.
+pub fn split_flag_list(text: &str) -> Result<Vec<String>, String> {
+    let mut entries = Vec::new();
+    let mut rest = text;
+    loop {
+        let trimmed = rest.trim_start();
+        let (field, after) = if let Some(quoted) = trimmed.strip_prefix('"') {
+            quoted_field(quoted)?
+        } else {
+            let end = rest.find(',').unwrap_or(rest.len());
+            let field = &rest[..end];
+            if field.contains('"') {
+                return Err(format!("bare \" in unquoted entry {field:?}"));
+            }
+            (field.to_owned(), &rest[end..])
+        };
+        let field = field.trim();
+        if !field.is_empty() {
+            entries.push(field.to_owned());
+        }
+        match after.strip_prefix(',') {
+            Some(next) => rest = next,
+            None => return Ok(entries),
+        }
+    }
+}
+
+/// Reads a quoted field up to its closing quote; returns it and what follows.
+fn quoted_field(text: &str) -> Result<(String, &str), String> {
+    let mut field = String::new();
+    let mut rest = text;
+    loop {
+        let close = rest.find('"').ok_or("unterminated quoted entry")?;
+        field.push_str(&rest[..close]);
+        rest = &rest[close + 1..];
+        match rest.strip_prefix('"') {
+            Some(after_escape) => {
+                field.push('"');
+                rest = after_escape;
+            }
+            None => {
+                let after = rest.trim_start();
+                if !after.is_empty() && !after.starts_with(',') {
+                    return Err(format!("unexpected text {after:?} after a quoted entry"));
+                }
+                return Ok((field, after));
+            }
+        }
+    }
+}
+
+/// A URL reduced to scheme and host, for places that may show it (the meta-info ConfigMap,
+/// error messages): paths, queries and user info carry tokens.
+pub(crate) fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "<redacted>".to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let tail = if tail.is_empty() || tail == "/" { tail } else { "/<redacted>" };
+    format!("{scheme}://{host}{tail}")
+}
+
+/// An `http://` or `https://` URL with a host.
+pub(super) fn is_http_url(url: &str) -> bool {
+    ["http://", "https://"].iter().any(|scheme| {
+        url.strip_prefix(scheme).is_some_and(|rest| !rest.is_empty() && !rest.starts_with(['/', '?', '#']))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_addresses() {
+        let ok = [
+            (":9090", "0.0.0.0:9090"),
+            ("0.0.0.0:9443", "0.0.0.0:9443"),
+            ("127.0.0.1:6060", "127.0.0.1:6060"),
+            ("localhost:8080", "127.0.0.1:8080"),
+            ("[::]:9090", "[::]:9090"),
+            ("[::1]:0", "[::1]:0"),
+        ];
+        for (text, expected) in ok {
+            assert_eq!(parse_listen_addr(text), Ok(expected.parse().unwrap()), "{text}");
+        }
+        for text in ["9090", ":", ":http", ":70000", "example.com:80", "::1:80", "[::1:80", "1.2.3:80"] {
+            assert!(parse_listen_addr(text).is_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn overlapping_listeners() {
+        let addr = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert!(addrs_overlap(addr("0.0.0.0:9090"), addr("127.0.0.1:9090")));
+        assert!(addrs_overlap(addr("127.0.0.1:9090"), addr("127.0.0.1:9090")));
+        assert!(!addrs_overlap(addr("127.0.0.1:9090"), addr("127.0.0.2:9090")));
+        assert!(!addrs_overlap(addr("0.0.0.0:9090"), addr("0.0.0.0:9091")));
+    }
+
+    #[test]
+    fn list_values_split_like_go_flags() {
+        let ok: &[(&str, &[&str])] = &[
+            ("", &[]),
+            ("a", &["a"]),
+            ("a,b", &["a", "b"]),
+            (" a , b ,", &["a", "b"]),
+            ("\"env=prod,team=ops\"", &["env=prod,team=ops"]),
+            ("\"a\",b", &["a", "b"]),
+            ("x, \"y,z\" ,w", &["x", "y,z", "w"]),
+            ("\"say \"\"hi\"\"\"", &["say \"hi\""]),
+        ];
+        for (text, expected) in ok {
+            assert_eq!(split_flag_list(text).unwrap(), *expected, "{text}");
+        }
+        for text in ["\"open", "a\"b", "\"a\"b"] {
+            assert!(split_flag_list(text).is_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            redact_url("https://hooks.slack.com/services/T0/B0/secret"),
+            "https://hooks.slack.com/<redacted>"
+        );
+        assert_eq!(redact_url("http://user:pw@host:8080/"), "http://host:8080/");
+        assert_eq!(redact_url("http://host?token=1"), "http://host/<redacted>");
+        assert_eq!(redact_url("not a url"), "<redacted>");
+        assert!(is_http_url("http://collector:4318"));
+        assert!(is_http_url("https://x/y"));
+        assert!(!is_http_url("https://"));
+        assert!(!is_http_url("ftp://x"));
+        assert!(!is_http_url("collector:4318"));
+    }
+
+    #[test]
+    fn log_levels_and_sinks() {
+        assert_eq!(LogLevel::parse("WARN"), Some(LogLevel::Warning));
+        assert_eq!(LogLevel::parse("Panic"), Some(LogLevel::Panic));
+        assert_eq!(LogLevel::parse("loud"), None);
+        assert_eq!(LogLevel::Fatal.tracing_directive(), "error");
+        assert_eq!(AlertSink::parse(" Teams "), AlertSink::Teams);
+        assert_eq!(AlertSink::parse("gchat"), AlertSink::GoogleChat);
+        assert_eq!(AlertSink::parse("discord"), AlertSink::Raw);
+        assert_eq!(format!("{:?}", SensitiveString::new("https://x/token")), "<redacted>");
+    }
+}
