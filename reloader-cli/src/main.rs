@@ -1,1 +1,119 @@
-fn main() {}
+//! The `reloader` binary. `reloader [FLAGS]` and `reloader run [FLAGS]` both run the controller.
+//!
+//! Every flag is checked before anything talks to a cluster: a bad value prints one line,
+//! `reloader: <what is wrong>`, and exits with code 2.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{CommandFactory, Parser, Subcommand};
+use reloader_core::options::{LogFormat, Options, RunArgs};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "reloader",
+    version,
+    about = "Rolls Kubernetes workloads when the ConfigMaps and Secrets they use change",
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the controller (what `reloader` does without a subcommand)
+    Run(RunArgs),
+}
+
+/// Exit code of a command line that cannot run: clap's code for usage errors.
+const EXIT_USAGE: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help and --version: printed to stdout, exit 0.
+        Err(error) if !error.use_stderr() => error.exit(),
+        Err(error) => return usage_error(&one_line(&error)),
+    };
+    let args = match cli.command {
+        Some(Command::Run(args)) => args,
+        None => cli.run,
+    };
+    let options = match args.validate() {
+        Ok(options) => options,
+        Err(error) => return usage_error(&error.to_string()),
+    };
+
+    init_logging(&options);
+    for warning in &options.warnings {
+        tracing::warn!("{warning}");
+    }
+    match run_controller(options) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn usage_error(message: &str) -> ExitCode {
+    eprintln!("reloader: {message}");
+    ExitCode::from(EXIT_USAGE)
+}
+
+/// A clap error as one line; a bad value reads like our own validation errors.
+fn one_line(error: &clap::Error) -> String {
+    let context = |kind| match error.get(kind) {
+        Some(ContextValue::String(text)) => Some(text.as_str()),
+        _ => None,
+    };
+    // clap names an argument with its value placeholder: `--enable-ha[=<BOOL>]`.
+    let flag_name = |arg: &str| arg.split(['=', ' ', '[']).next().unwrap_or_default().to_owned();
+    if error.kind() == ErrorKind::ValueValidation
+        && let (Some(arg), Some(value)) =
+            (context(ContextKind::InvalidArg), context(ContextKind::InvalidValue))
+    {
+        let reason = std::error::Error::source(error).map(ToString::to_string).unwrap_or_default();
+        return format!("invalid value {value:?} for {}: {reason}", flag_name(arg));
+    }
+    // After a flag, clap takes any stray word for a subcommand; say what really happened.
+    if error.kind() == ErrorKind::ArgumentConflict
+        && let Some(word) = context(ContextKind::InvalidSubcommand)
+        && Cli::command().find_subcommand(word).is_none()
+    {
+        let hint = match context(ContextKind::PriorArg) {
+            Some(prior) if prior.contains("=<BOOL>") => {
+                format!(" (boolean flags take {}={word})", flag_name(prior))
+            }
+            _ => String::new(),
+        };
+        return format!("unexpected argument '{word}' found{hint}");
+    }
+    let rendered = error.render().to_string();
+    let first = rendered.lines().next().unwrap_or_default();
+    first.strip_prefix("error: ").unwrap_or(first).to_owned()
+}
+
+fn init_logging(options: &Options) {
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(options.log_level.tracing_directive()))
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    match options.log_format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+/// Placeholder until the controller is wired in.
+fn run_controller(options: Options) -> anyhow::Result<()> {
+    tracing::debug!(namespaces = ?options.namespace_scope, metrics_addr = %options.metrics_addr, "configuration accepted");
+    anyhow::bail!("controller not wired yet")
+}
