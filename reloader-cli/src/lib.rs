@@ -1,9 +1,13 @@
 //! The reloader binary's library: everything that talks to a cluster, wired by `main.rs`.
 
 pub mod alerts;
+pub mod controller;
+pub mod events;
 pub mod http;
+pub mod leader;
 pub mod meta_info;
 pub mod metrics;
+pub mod run;
 pub mod sidecar;
 pub mod telemetry;
 pub mod webhook_notify;

@@ -3,11 +3,12 @@
 //! Every flag is checked before anything talks to a cluster: a bad value prints one line,
 //! `reloader: <what is wrong>`, and exits with code 2.
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory, Parser, Subcommand};
+use reloader_cli::sidecar::SidecarArgs;
+use reloader_cli::telemetry;
 use reloader_core::options::{LogFormat, Options, RunArgs};
 
 #[derive(Parser, Debug)]
@@ -28,7 +29,9 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the controller (what `reloader` does without a subcommand)
-    Run(RunArgs),
+    Run(Box<RunArgs>),
+    /// Keep a directory in sync with ConfigMaps/Secrets and notify the app, without restarts
+    Sidecar(SidecarArgs),
 }
 
 /// Exit code of a command line that cannot run: clap's code for usage errors.
@@ -42,7 +45,8 @@ fn main() -> ExitCode {
         Err(error) => return usage_error(&one_line(&error)),
     };
     let args = match cli.command {
-        Some(Command::Run(args)) => args,
+        Some(Command::Run(args)) => *args,
+        Some(Command::Sidecar(args)) => return run_sidecar(args),
         None => cli.run,
     };
     let options = match args.validate() {
@@ -50,17 +54,36 @@ fn main() -> ExitCode {
         Err(error) => return usage_error(&error.to_string()),
     };
 
-    init_logging(&options);
-    for warning in &options.warnings {
-        tracing::warn!("{warning}");
-    }
-    match run_controller(options) {
+    let json = options.log_format == LogFormat::Json;
+    let _telemetry = match telemetry::init(json, options.log_level.as_str(), options.otlp_endpoint.as_deref())
+    {
+        Ok(guard) => guard,
+        Err(error) => return usage_error(&format!("{error:#}")),
+    };
+    exit_code(runtime().and_then(|rt| rt.block_on(run_controller(options))))
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+}
+
+fn exit_code(result: anyhow::Result<()>) -> ExitCode {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             tracing::error!("{error:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+fn run_sidecar(args: SidecarArgs) -> ExitCode {
+    let level = std::env::var("RELOADER_LOG_LEVEL").unwrap_or_else(|_| "info".into());
+    let _telemetry = match telemetry::init(false, &level, None) {
+        Ok(guard) => guard,
+        Err(error) => return usage_error(&format!("{error:#}")),
+    };
+    exit_code(runtime().and_then(|rt| rt.block_on(reloader_cli::sidecar::run(args))))
 }
 
 fn usage_error(message: &str) -> ExitCode {
@@ -101,19 +124,6 @@ fn one_line(error: &clap::Error) -> String {
     first.strip_prefix("error: ").unwrap_or(first).to_owned()
 }
 
-fn init_logging(options: &Options) {
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(options.log_level.tracing_directive()))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal());
-    match options.log_format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
-    }
-}
-
-/// Placeholder until the controller is wired in.
-fn run_controller(options: Options) -> anyhow::Result<()> {
-    tracing::debug!(namespaces = ?options.namespace_scope, metrics_addr = %options.metrics_addr, "configuration accepted");
-    anyhow::bail!("controller not wired yet")
+async fn run_controller(options: Options) -> anyhow::Result<()> {
+    reloader_cli::run::run(options).await
 }
