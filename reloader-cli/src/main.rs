@@ -31,7 +31,7 @@ enum Command {
     /// Run the controller (what `reloader` does without a subcommand)
     Run(Box<RunArgs>),
     /// Keep a directory in sync with ConfigMaps/Secrets and notify the app, without restarts
-    Sidecar(SidecarArgs),
+    Sidecar(Box<SidecarArgs>),
 }
 
 /// Exit code of a command line that cannot run: clap's code for usage errors.
@@ -46,7 +46,7 @@ fn main() -> ExitCode {
     };
     let args = match cli.command {
         Some(Command::Run(args)) => *args,
-        Some(Command::Sidecar(args)) => return run_sidecar(args),
+        Some(Command::Sidecar(args)) => return run_sidecar(*args),
         None => cli.run,
     };
     let options = match args.validate() {
