@@ -66,10 +66,11 @@ impl Tracker {
             SourceEvent::Observed { index, files: None } => {
                 let slot = std::mem::replace(&mut self.slots[index], Slot::Waiting { last_error: None });
                 self.slots[index] = match slot {
-                    Slot::Present(files) | Slot::Deleted(files) => {
+                    Slot::Present(files) => {
                         tracing::warn!(object = %self.sources[index], "object deleted; its files stay until it is re-created");
                         Slot::Deleted(files)
                     }
+                    deleted @ Slot::Deleted(_) => deleted,
                     Slot::Waiting { .. } => Slot::Waiting { last_error: Some("not found".to_owned()) },
                 };
             }

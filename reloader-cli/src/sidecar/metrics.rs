@@ -21,6 +21,16 @@ pub enum NotifyKind {
     Touch,
 }
 
+impl NotifyKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotifyKind::Http => "http",
+            NotifyKind::Signal => "signal",
+            NotifyKind::Touch => "touch",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct NotificationLabels {
     kind: &'static str,
@@ -93,11 +103,7 @@ impl Metrics {
     }
 
     pub fn record_notification(&self, kind: NotifyKind, success: bool) {
-        let kind = match kind {
-            NotifyKind::Http => "http",
-            NotifyKind::Signal => "signal",
-            NotifyKind::Touch => "touch",
-        };
+        let kind = kind.as_str();
         let result = if success { "success" } else { "failure" };
         self.notifications.get_or_create(&NotificationLabels { kind, result }).inc();
     }

@@ -203,11 +203,11 @@ fn report<T>(
     metrics.record_notification(kind, result.is_ok());
     match result {
         Ok(_) => {
-            tracing::info!(kind = ?kind, "notified the application: {}", describe());
+            tracing::info!(kind = kind.as_str(), "notified the application: {}", describe());
             true
         }
         Err(e) => {
-            tracing::warn!(kind = ?kind, error = %e, "could not notify the application");
+            tracing::warn!(kind = kind.as_str(), error = %e, "could not notify the application");
             false
         }
     }

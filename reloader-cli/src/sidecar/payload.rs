@@ -98,7 +98,7 @@ impl fmt::Display for MergeWarning {
                 write!(f, "{source}: key {key:?} is not a valid file name; skipped")
             }
             MergeWarning::Collision { key, kept, dropped } => {
-                write!(f, "key {key:?} is in both {dropped} and {kept}; the file holds {kept}'s value")
+                write!(f, "key {key:?} is in both {dropped} and {kept}; using the one from {kept}")
             }
         }
     }

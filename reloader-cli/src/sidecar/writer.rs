@@ -7,11 +7,12 @@
 //! ```
 //!
 //! A generation is written completely in a fresh directory, then `..data` is switched to it with
-//! one `rename(2)` of a symlink, which readers observe as atomic. A reader that resolves `..data`
-//! once and reads every file under that directory sees one generation, never a mix; if the
-//! directory disappears under it (the previous generation is removed right after a swap), it gets
-//! `ENOENT` and reads again. Reading each `<key>` symlink separately may straddle a swap, exactly
-//! as with a kubelet-mounted ConfigMap.
+//! one `rename(2)` of a symlink, which readers observe as atomic. Files of a generation never
+//! change after the swap; the previous generation is removed right after it. So a reader that
+//! needs a consistent set resolves `..data` once, reads the files under that directory, and
+//! starts again if a file vanished or `..data` no longer points there (it then read a
+//! generation being removed). Reading each `<key>` symlink separately may straddle a swap,
+//! exactly as with a kubelet-mounted ConfigMap; reading one file is always atomic.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
