@@ -25,15 +25,18 @@ pub mod binaries;
 pub mod components;
 pub mod crds;
 pub mod credentials;
+pub mod fixtures;
 mod nodes;
 pub mod plane;
 pub mod process;
+pub mod reloader;
 pub mod testing;
 pub mod wait;
 
 pub use binaries::{Binaries, Versions, cache_dir};
 pub use crds::Crd;
 pub use plane::{ControlPlane, PlaneOptions};
+pub use reloader::{Reloader, ReloaderBuilder, free_port, reloader_binary};
 pub use testing::{PanicLogDump, TestNamespace};
 pub use wait::{NotYet, wait_until};
 
