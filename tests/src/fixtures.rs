@@ -31,6 +31,8 @@ use std::fmt;
 mod observe;
 mod resources;
 mod setup;
+mod table;
+mod table_run;
 mod workload;
 
 pub use observe::{
@@ -46,6 +48,8 @@ pub use setup::{
     ANNOTATION_SECRET_AUTO, ANNOTATION_SECRET_EXCLUDE, ANNOTATION_SECRET_RELOAD, events_for,
     install_all_crds, negative_wait, reloader_for,
 };
+pub use table::{Case, Change, DELETE_MARKER_HASH, MAIN, Outcome, Phase};
+pub use table_run::{Table, TableRun};
 pub use workload::{CONTAINER_IMAGE, Via, WorkloadSpec, container_name};
 
 /// Every workload kind the controller can reload.
