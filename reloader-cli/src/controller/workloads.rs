@@ -32,70 +32,15 @@ pub fn spawn(ctx: Arc<Context>, pauses: PauseTimers, shutdown: CancellationToken
     for ns in watched_namespaces(&ctx) {
         for kind in ctx.kinds.iter() {
             let ns = ns.as_deref();
+            let watch = Watch { ctx: &ctx, pauses: &pauses, shutdown: &shutdown, namespace: ns, kind };
             let rx = match kind {
-                WorkloadKind::Deployment => start::<Deployment>(
-                    &ctx,
-                    &pauses,
-                    api_for(&ctx.client, ns),
-                    kind,
-                    view_of_typed,
-                    &shutdown,
-                    ns.map(String::from),
-                ),
-                WorkloadKind::DaemonSet => start::<DaemonSet>(
-                    &ctx,
-                    &pauses,
-                    api_for(&ctx.client, ns),
-                    kind,
-                    view_of_typed,
-                    &shutdown,
-                    ns.map(String::from),
-                ),
-                WorkloadKind::StatefulSet => start::<StatefulSet>(
-                    &ctx,
-                    &pauses,
-                    api_for(&ctx.client, ns),
-                    kind,
-                    view_of_typed,
-                    &shutdown,
-                    ns.map(String::from),
-                ),
-                WorkloadKind::CronJob => start::<CronJob>(
-                    &ctx,
-                    &pauses,
-                    api_for(&ctx.client, ns),
-                    kind,
-                    view_of_typed,
-                    &shutdown,
-                    ns.map(String::from),
-                ),
-                WorkloadKind::Job => start::<Job>(
-                    &ctx,
-                    &pauses,
-                    api_for(&ctx.client, ns),
-                    kind,
-                    view_of_typed,
-                    &shutdown,
-                    ns.map(String::from),
-                ),
-                WorkloadKind::Rollout => start::<Rollout>(
-                    &ctx,
-                    &pauses,
-                    api_for(&ctx.client, ns),
-                    kind,
-                    view_of_typed,
-                    &shutdown,
-                    ns.map(String::from),
-                ),
-                WorkloadKind::DeploymentConfig => start::<DeploymentConfig>(
-                    &ctx,
-                    &pauses,
-                    api_for(&ctx.client, ns),
-                    kind,
-                    view_of_typed,
-                    &shutdown,
-                    ns.map(String::from),
-                ),
+                WorkloadKind::Deployment => watch.start::<Deployment>(),
+                WorkloadKind::DaemonSet => watch.start::<DaemonSet>(),
+                WorkloadKind::StatefulSet => watch.start::<StatefulSet>(),
+                WorkloadKind::CronJob => watch.start::<CronJob>(),
+                WorkloadKind::Job => watch.start::<Job>(),
+                WorkloadKind::Rollout => watch.start::<Rollout>(),
+                WorkloadKind::DeploymentConfig => watch.start::<DeploymentConfig>(),
             };
             synced.push(rx);
         }
@@ -103,26 +48,44 @@ pub fn spawn(ctx: Arc<Context>, pauses: PauseTimers, shutdown: CancellationToken
     synced
 }
 
-type ToView<K> = fn(WorkloadKind, K, &AnnotationKeys) -> Option<WorkloadView>;
+/// One workload watch to start: where, for which kind, with what shared state.
+struct Watch<'a> {
+    ctx: &'a Arc<Context>,
+    pauses: &'a PauseTimers,
+    shutdown: &'a CancellationToken,
+    namespace: Option<&'a str>,
+    kind: WorkloadKind,
+}
 
 /// The compact view of a watched object; the object itself is dropped here.
-fn view_of_typed<K: ToLoaded>(_kind: WorkloadKind, obj: K, keys: &AnnotationKeys) -> Option<WorkloadView> {
+fn view_of<K: ToLoaded>(obj: K, keys: &AnnotationKeys) -> Option<WorkloadView> {
     let loaded: Loaded = obj.into_loaded();
     let view = loaded.with(|w| w.view(keys));
     (!view.key.name.is_empty()).then_some(view)
 }
 
-fn start<K>(
+impl Watch<'_> {
+    fn start<K>(&self) -> Synced
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope> + ToLoaded,
+        K: Clone + DeserializeOwned + Debug + Send + 'static,
+        K::DynamicType: Default,
+    {
+        let api: Api<K> = api_for(&self.ctx.client, self.namespace);
+        spawn_watch(self.ctx, self.pauses, api, self.kind, self.shutdown, self.namespace.map(String::from))
+    }
+}
+
+fn spawn_watch<K>(
     ctx: &Arc<Context>,
     pauses: &PauseTimers,
     api: Api<K>,
     kind: WorkloadKind,
-    to_view: ToView<K>,
     shutdown: &CancellationToken,
     namespace: Option<String>,
 ) -> Synced
 where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K: Resource + ToLoaded + Clone + DeserializeOwned + Debug + Send + 'static,
 {
     let (tx, rx) = watch::channel(false);
     let (ctx, pauses, shutdown) = (ctx.clone(), pauses.clone(), shutdown.clone());
@@ -140,7 +103,7 @@ where
             match event {
                 Ok(watcher::Event::Init) => seen.clear(),
                 Ok(watcher::Event::InitApply(obj)) => {
-                    if let Some(view) = to_view(kind, obj, &keys) {
+                    if let Some(view) = view_of(obj, &keys) {
                         seen.insert(view.key.clone());
                         upsert(&ctx, &pauses, view);
                     }
@@ -151,12 +114,12 @@ where
                     let _ = tx.send(true);
                 }
                 Ok(watcher::Event::Apply(obj)) => {
-                    if let Some(view) = to_view(kind, obj, &keys) {
+                    if let Some(view) = view_of(obj, &keys) {
                         upsert(&ctx, &pauses, view);
                     }
                 }
                 Ok(watcher::Event::Delete(obj)) => {
-                    if let Some(view) = to_view(kind, obj, &keys) {
+                    if let Some(view) = view_of(obj, &keys) {
                         ctx.index.write().expect("index lock").remove_workload(&view.key);
                         pauses.forget(&view.key);
                     }
