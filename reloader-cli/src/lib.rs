@@ -3,6 +3,7 @@
 pub mod alerts;
 pub mod controller;
 pub mod events;
+pub mod explain;
 pub mod http;
 pub mod leader;
 pub mod meta_info;

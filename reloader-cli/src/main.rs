@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory, Parser, Subcommand};
+use reloader_cli::explain::ExplainArgs;
 use reloader_cli::sidecar::SidecarArgs;
 use reloader_cli::telemetry;
 use reloader_core::options::{LogFormat, Options, RunArgs};
@@ -32,6 +33,8 @@ enum Command {
     Run(Box<RunArgs>),
     /// Keep a directory in sync with ConfigMaps/Secrets and notify the app, without restarts
     Sidecar(Box<SidecarArgs>),
+    /// Explain why a workload would or would not reload when its ConfigMaps/Secrets change
+    Explain(Box<ExplainArgs>),
 }
 
 /// Exit code of a command line that cannot run: clap's code for usage errors.
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
     let args = match cli.command {
         Some(Command::Run(args)) => *args,
         Some(Command::Sidecar(args)) => return run_sidecar(*args),
+        Some(Command::Explain(args)) => return run_explain(*args),
         None => cli.run,
     };
     let options = match args.validate() {
@@ -84,6 +88,34 @@ fn run_sidecar(args: SidecarArgs) -> ExitCode {
         Err(error) => return usage_error(&format!("{error:#}")),
     };
     exit_code(runtime().and_then(|rt| rt.block_on(reloader_cli::sidecar::run(args))))
+}
+
+/// Prints the explanation on stdout; exit 2 for a bad command line, 1 when it cannot explain.
+fn run_explain(args: ExplainArgs) -> ExitCode {
+    use std::io::Write as _;
+    let explained = match runtime() {
+        Ok(rt) => rt.block_on(reloader_cli::explain::run(args)),
+        Err(error) => {
+            eprintln!("reloader: {error:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match explained {
+        Ok(output) => match std::io::stdout().write_all(output.as_bytes()) {
+            Ok(()) => ExitCode::SUCCESS,
+            // `reloader explain ... | head` closing the pipe early is not a failure.
+            Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("reloader: cannot write the output: {error}");
+                ExitCode::FAILURE
+            }
+        },
+        Err(error) if error.is_usage() => usage_error(&error.to_string()),
+        Err(error) => {
+            eprintln!("reloader: {error}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn usage_error(message: &str) -> ExitCode {

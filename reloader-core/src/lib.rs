@@ -5,6 +5,7 @@
 //! - [`references`]: which ConfigMaps/Secrets a pod spec uses, and which container gets the marker.
 //! - [`model`]: the compact, data-free views of resources and workloads.
 //! - [`decide`]: compat.md §4 as a function from (workload, resource, options) to a decision.
+//! - [`explain`]: why a workload would or would not reload, for `reloader explain`.
 //! - [`workload`]: the trait a backend implements to turn a decision into a write.
 //! - [`index`]: the state kept from watches, with the reverse index resource → workloads.
 //! - [`options`]: the command line and environment, typed and validated.
@@ -13,6 +14,7 @@
 pub mod annotations;
 pub mod decide;
 pub mod duration;
+pub mod explain;
 pub mod hash;
 pub mod index;
 pub mod json_patch;

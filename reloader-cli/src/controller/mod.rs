@@ -8,11 +8,11 @@
 
 mod catch_up;
 mod executor;
-mod kinds;
+pub(crate) mod kinds;
 mod namespaces;
 mod pause;
 mod reconciler;
-mod resources;
+pub(crate) mod resources;
 mod scope;
 mod workloads;
 mod writer;
