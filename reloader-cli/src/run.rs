@@ -60,7 +60,8 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         )
         .await
         {
-            warn!(error = %e, "could not publish the reloader-meta-info ConfigMap");
+            // `{:#}`: the API server's reason (e.g. forbidden) is in the cause chain.
+            warn!(error = %format_args!("{e:#}"), "could not publish the reloader-meta-info ConfigMap");
         }
     }
 

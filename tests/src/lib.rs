@@ -22,6 +22,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub mod binaries;
+pub mod chart;
 pub mod components;
 pub mod crds;
 pub mod credentials;

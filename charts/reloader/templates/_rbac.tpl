@@ -1,7 +1,9 @@
 {{/*
 The rules reloader needs where it watches workloads: the ClusterRole in global mode, each
-namespaced Role otherwise. Every rule here is used by the binary with the same values (the
-watches list and watch, the writes patch/update/create/delete), and nothing else is granted.
+namespaced Role otherwise. Every rule here is used by the binary with the same values, and
+nothing else is granted: watches list and watch; a reload GETs the workload fresh and PATCHes it
+(a Job is deleted and created again, a CronJob gets a new Job). tests/tests/chart_rbac/ takes
+each verb out in turn and shows the binary fails without it.
 Call with (dict "root" $ "cluster" true|false).
 */}}
 {{- define "reloader.workloadRules" -}}
@@ -12,7 +14,7 @@ Call with (dict "root" $ "cluster" true|false).
 {{- if $sources }}
 - apiGroups: [""]
   resources: {{ $sources | toJson }}
-  verbs: ["get", "list", "watch"]
+  verbs: ["list", "watch"]
 {{- end }}
 {{- if and .cluster $r.watchGlobally $r.namespaceSelector }}
 - apiGroups: [""]
@@ -21,7 +23,7 @@ Call with (dict "root" $ "cluster" true|false).
 {{- end }}
 - apiGroups: ["apps"]
   resources: ["deployments", "daemonsets", "statefulsets"]
-  verbs: ["get", "list", "watch", "update", "patch"]
+  verbs: ["get", "list", "watch", "patch"]
 {{- if not $r.ignoreCronJobs }}
 - apiGroups: ["batch"]
   resources: ["cronjobs"]
@@ -40,19 +42,20 @@ Call with (dict "root" $ "cluster" true|false).
 {{- if $r.isArgoRollouts }}
 - apiGroups: ["argoproj.io"]
   resources: ["rollouts"]
-  verbs: ["get", "list", "watch", "update", "patch"]
+  verbs: ["get", "list", "watch", "patch"]
 {{- end }}
 {{- if $r.isOpenshift }}
 - apiGroups: ["apps.openshift.io"]
   resources: ["deploymentconfigs"]
-  verbs: ["get", "list", "watch", "update", "patch"]
+  verbs: ["get", "list", "watch", "patch"]
 {{- end }}
 {{- if $r.enableCSIIntegration }}
 - apiGroups: ["secrets-store.csi.x-k8s.io"]
   resources: ["secretproviderclasspodstatuses", "secretproviderclasses"]
   verbs: ["get", "list", "watch"]
 {{- end }}
-- apiGroups: [""]
+{{- /* The binary records Events with the events.k8s.io/v1 API (a repeat patches the first). */}}
+- apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
 {{- end -}}
