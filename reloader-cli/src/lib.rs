@@ -11,4 +11,5 @@ pub mod metrics;
 pub mod run;
 pub mod sidecar;
 pub mod telemetry;
+pub mod webhook;
 pub mod webhook_notify;

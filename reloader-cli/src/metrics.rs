@@ -17,8 +17,9 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
 use self::labels::{
-    ActionLabels, BuildLabels, ChannelLabels, EventLabels, KindLabels, ProcessedEventLabels, ReasonLabels,
-    ResultLabels, SuccessLabels, SuccessNamespaceLabels, TypeLabels, VerbatimCounter, WorkloadKindLabels,
+    ActionLabels, AdmissionLabels, BuildLabels, ChannelLabels, EventLabels, KindLabels, ProcessedEventLabels,
+    ReasonLabels, ResultLabels, SuccessLabels, SuccessNamespaceLabels, TypeLabels, VerbatimCounter,
+    WorkloadKindLabels,
 };
 
 mod labels;
@@ -60,6 +61,8 @@ pub struct Metrics {
     coalesced: Counter,
     notifications: Family<ChannelLabels, Counter>,
     dry_run_writes: Family<WorkloadKindLabels, Counter>,
+    admission_requests: Family<AdmissionLabels, Counter>,
+    admission_duration: Histogram,
 }
 
 impl Metrics {
@@ -207,6 +210,19 @@ impl Metrics {
             "Workload writes that dry-run mode did not perform, by workload kind",
             dry_run_writes.clone(),
         );
+        let admission_requests = Family::<AdmissionLabels, Counter>::default();
+        registry.register(
+            "reloader_admission_requests",
+            "Admission webhook reviews, by operation and result (patched, unchanged, skipped, dry_run, error)",
+            admission_requests.clone(),
+        );
+        let admission_duration = latency_histogram();
+        registry.register_with_unit(
+            "reloader_admission_duration",
+            "Time to answer one admission review, from its body read to its response built",
+            Unit::Seconds,
+            admission_duration.clone(),
+        );
         registry.register(
             "reloader_build",
             "Build information",
@@ -238,6 +254,8 @@ impl Metrics {
             coalesced,
             notifications,
             dry_run_writes,
+            admission_requests,
+            admission_duration,
         })
     }
 
@@ -353,6 +371,13 @@ impl Metrics {
     pub fn dry_run_write(&self, workload_kind: &str) {
         let labels = WorkloadKindLabels { workload_kind: workload_kind.to_owned() };
         self.dry_run_writes.get_or_create(&labels).inc();
+    }
+
+    /// One admission review answered: `operation` is CREATE/UPDATE/..., `result` what was done.
+    pub fn admission(&self, operation: &str, result: &'static str, duration: Duration) {
+        let labels = AdmissionLabels { operation: operation.to_owned(), result };
+        self.admission_requests.get_or_create(&labels).inc();
+        self.admission_duration.observe(duration.as_secs_f64());
     }
 }
 

@@ -8,9 +8,11 @@
 //! - [`explain`]: why a workload would or would not reload, for `reloader explain`.
 //! - [`workload`]: the trait a backend implements to turn a decision into a write.
 //! - [`index`]: the state kept from watches, with the reverse index resource → workloads.
+//! - [`admission`]: the markers the admission webhook keeps on re-apply and stamps on create.
 //! - [`options`]: the command line and environment, typed and validated.
 //! - [`selector`] and [`duration`]: label selectors and Go-style durations.
 
+pub mod admission;
 pub mod annotations;
 pub mod decide;
 pub mod duration;

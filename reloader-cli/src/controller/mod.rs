@@ -98,6 +98,9 @@ pub async fn run(
         alerter,
     });
 
+    if let Some(webhook) = &ctx.options.admission_webhook {
+        tokio::spawn(crate::webhook::serve(ctx.clone(), webhook.clone(), shutdown.clone()));
+    }
     let executor = Executor::start(ctx.clone(), shutdown.clone());
     let reconciler = Arc::new(Reconciler::new(ctx.clone(), executor.clone()).await?);
     let pauses = pause::PauseTimers::start(ctx.clone(), executor.clone(), shutdown.clone());

@@ -66,6 +66,12 @@ pub(super) struct ChannelLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct AdmissionLabels {
+    pub(super) operation: String,
+    pub(super) result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct BuildLabels {
     pub(super) version: &'static str,
 }

@@ -1,0 +1,300 @@
+//! The pure half of the mutating admission webhook (beyond.md §3): the RFC 6902 operations that
+//! keep reload markers across re-applies, and stamp them on workloads as they are created.
+//!
+//! - [`preserve_markers`] (UPDATE): a marker the old object carries and the new one lacks is
+//!   copied into the new one, so re-applying a manifest that never mentioned the marker changes
+//!   nothing in the pod template, hence starts no rollout. A marker the new object carries is
+//!   never touched, so the controller's own writes are never reverted by this.
+//! - [`stamp_markers`] (CREATE): a workload that reloads for some resources gets their markers
+//!   with the hashes the index holds now, so the first change after creation is recognised
+//!   even when it happens while no controller is running (the start-up catch-up compares
+//!   markers with current hashes).
+//!
+//! Both read the objects as JSON, exactly as the API server sends them, and address the pod
+//! template by JSON pointer, so one implementation serves built-in kinds and CRDs alike. Every
+//! operation is an `add` of something absent: applied to the object it was computed from, it
+//! cannot fail and cannot overwrite anything.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, PodTemplateSpec};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::annotations::AnnotationKeys;
+use crate::decide::{DecideOptions, Decision, ExplicitEntry, decide, explicit_entries};
+use crate::index::Index;
+use crate::json_patch::escape_pointer_token;
+use crate::markers::{Markers, annotation_marker_value};
+use crate::model::{ReloadStrategy, ResourceKey, ResourceKind, ResourceView, WorkloadKind};
+use crate::naming::env_var_name;
+use crate::workload::WorkloadView;
+
+/// Objects carrying this label with the value [`OPT_OUT_VALUE`] are never mutated.
+pub const OPT_OUT_LABEL: &str = "reloader.stakater.com/webhook";
+pub const OPT_OUT_VALUE: &str = "skip";
+
+/// Where the pod template sits in an object of `kind`, as a JSON pointer.
+pub fn template_pointer(kind: WorkloadKind) -> &'static str {
+    match kind {
+        WorkloadKind::CronJob => "/spec/jobTemplate/spec/template",
+        WorkloadKind::Deployment
+        | WorkloadKind::DaemonSet
+        | WorkloadKind::StatefulSet
+        | WorkloadKind::Job
+        | WorkloadKind::Rollout
+        | WorkloadKind::DeploymentConfig => "/spec/template",
+    }
+}
+
+/// Whether the object opted out with `reloader.stakater.com/webhook: skip`.
+pub fn opted_out(object: &Value) -> bool {
+    object.pointer("/metadata/labels").and_then(|labels| labels.get(OPT_OUT_LABEL)).and_then(Value::as_str)
+        == Some(OPT_OUT_VALUE)
+}
+
+/// UPDATE: the operations that copy every marker `old` carries and `new` lacks into `new`.
+///
+/// Env-var markers follow their container by name (a container that is gone takes its marker
+/// with it); the `last-reloaded-from` template annotation is copied when the new template has
+/// none; a `restart` Rollout also keeps the marker on its own metadata. A Job's template is
+/// immutable after creation, so nothing is copied into one.
+pub fn preserve_markers(kind: WorkloadKind, old: &Value, new: &Value, keys: &AnnotationKeys) -> Vec<Value> {
+    let mut ops = Vec::new();
+    if kind == WorkloadKind::Job {
+        return ops;
+    }
+    let pointer = template_pointer(kind);
+    if let (Some(old_template), Some(new_template)) = (pod_template(old, pointer), pod_template(new, pointer))
+    {
+        copy_env_markers(&old_template, &new_template, pointer, keys, &mut ops);
+        if let Some(value) = template_annotation(&old_template, &keys.last_reloaded_from)
+            && template_annotation(&new_template, &keys.last_reloaded_from).is_none()
+        {
+            let metadata = new_template.metadata.as_ref();
+            let target = AnnotationsAt {
+                metadata: &format!("{pointer}/metadata"),
+                has_metadata: metadata.is_some(),
+                has_annotations: metadata.is_some_and(|m| m.annotations.is_some()),
+            };
+            ops.push(target.add(&keys.last_reloaded_from, value));
+        }
+    }
+    if kind == WorkloadKind::Rollout
+        && restarts(new, keys)
+        && let Some(value) = object_annotation(old, &keys.last_reloaded_from)
+        && object_annotation(new, &keys.last_reloaded_from).is_none()
+    {
+        ops.push(object_annotations(new).add(&keys.last_reloaded_from, value));
+    }
+    ops
+}
+
+/// CREATE: the operations that record, for every resource `view` reloads for, the hash the
+/// index holds now, as the configured strategy records it. Resources the new object already
+/// has a marker for are left alone, and so is an object that carries the annotation marker
+/// under the annotations strategy (it records one resource, and it is the author's).
+///
+/// The annotation marker (and a `restart` Rollout's metadata marker) names a single resource:
+/// of several, the last in key order is recorded, as a reload of several would record it.
+///
+/// `view` must be the view of `new` with its namespace filled in (a CREATE may leave it to the
+/// request); `now_unix` goes into the annotation marker's `observedAt`.
+pub fn stamp_markers(
+    new: &Value,
+    view: &WorkloadView,
+    index: &Index,
+    opts: &DecideOptions,
+    keys: &AnnotationKeys,
+    now_unix: i64,
+) -> Vec<Value> {
+    let targets: Vec<(&ResourceView, usize)> = candidate_resources(view, index)
+        .into_iter()
+        .filter_map(|resource| match decide(view, resource, opts) {
+            Decision::Reload { container, .. } => Some((resource, usize::from(container))),
+            Decision::Skip(_) => None,
+        })
+        .collect();
+    let Some(&(last, last_container)) = targets.last() else { return Vec::new() };
+    let container_name = |index: usize| view.containers.get(index).map_or("", |name| &**name);
+
+    if view.key.kind == WorkloadKind::Rollout && view.restart_strategy {
+        // A `restart` Rollout records reloads on its own metadata, never in its template.
+        if object_annotation(new, &keys.last_reloaded_from).is_some() {
+            return Vec::new();
+        }
+        let value = annotation_marker_value(&last.key, &last.hash, container_name(last_container), now_unix);
+        return vec![object_annotations(new).add(&keys.last_reloaded_from, &value)];
+    }
+
+    let pointer = template_pointer(view.key.kind);
+    let Some(template) = pod_template(new, pointer) else { return Vec::new() };
+    let mut ops = Vec::new();
+    match opts.strategy {
+        ReloadStrategy::EnvVars => {
+            let present = Markers::read(&template, keys);
+            let mut added: BTreeMap<usize, Vec<Value>> = BTreeMap::new();
+            for (resource, container) in targets {
+                let key = &resource.key;
+                if present.env_value(key.kind, &key.name).is_some() {
+                    continue;
+                }
+                let entry =
+                    json!({"name": env_var_name(key.kind, &key.name), "value": resource.hash.to_hex()});
+                added.entry(container).or_default().push(entry);
+            }
+            let containers = containers(&template);
+            for (container, entries) in added {
+                let existing = containers.get(container).map_or(0, |c| c.env.as_ref().map_or(0, Vec::len));
+                env_add_ops(pointer, container, existing, entries, &mut ops);
+            }
+        }
+        ReloadStrategy::Annotations => {
+            if template_annotation(&template, &keys.last_reloaded_from).is_none() {
+                let value =
+                    annotation_marker_value(&last.key, &last.hash, container_name(last_container), now_unix);
+                let metadata = template.metadata.as_ref();
+                let target = AnnotationsAt {
+                    metadata: &format!("{pointer}/metadata"),
+                    has_metadata: metadata.is_some(),
+                    has_annotations: metadata.is_some_and(|m| m.annotations.is_some()),
+                };
+                ops.push(target.add(&keys.last_reloaded_from, &value));
+            }
+        }
+    }
+    ops
+}
+
+/// The resources of the workload's namespace that it might reload for, in key order: those
+/// it references or names in an explicit list, and every resource of a kind for which an
+/// explicit list holds a pattern. `decide` has the last word.
+pub fn candidate_resources<'a>(view: &WorkloadView, index: &'a Index) -> Vec<&'a ResourceView> {
+    const KINDS: [ResourceKind; 3] =
+        [ResourceKind::ConfigMap, ResourceKind::Secret, ResourceKind::SecretProviderClass];
+    let namespace = &*view.key.namespace;
+    let mut named: Vec<ResourceKey> =
+        view.references.iter().map(|r| ResourceKey::new(r.kind, namespace, &r.name)).collect();
+    let mut pattern_kinds = Vec::new();
+    for kind in KINDS {
+        let slot = crate::annotations::kind_index(kind);
+        let lists = [&view.metadata_rules, &view.template_rules]
+            .into_iter()
+            .filter_map(|rules| rules.explicit[slot].as_deref());
+        for entry in lists.flat_map(explicit_entries) {
+            match entry {
+                ExplicitEntry::Name(name) => named.push(ResourceKey::new(kind, namespace, name)),
+                ExplicitEntry::Pattern(_) => pattern_kinds.push(kind),
+            }
+        }
+    }
+    let mut found: Vec<&ResourceView> = named.iter().filter_map(|key| index.resource(key)).collect();
+    if !pattern_kinds.is_empty() {
+        found.extend(
+            index
+                .resources()
+                .filter(|r| &*r.key.namespace == namespace && pattern_kinds.contains(&r.key.kind)),
+        );
+    }
+    found.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+    found.dedup_by(|a, b| a.key == b.key);
+    found
+}
+
+/// The pod template at `pointer`, typed; `None` if absent or not a pod template.
+fn pod_template(object: &Value, pointer: &str) -> Option<PodTemplateSpec> {
+    object.pointer(pointer).filter(|t| t.is_object()).and_then(|t| PodTemplateSpec::deserialize(t).ok())
+}
+
+fn containers(template: &PodTemplateSpec) -> &[Container] {
+    template.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or_default()
+}
+
+fn template_annotation<'a>(template: &'a PodTemplateSpec, key: &str) -> Option<&'a str> {
+    template.metadata.as_ref()?.annotations.as_ref()?.get(key).map(String::as_str)
+}
+
+fn object_annotation<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    object.pointer("/metadata/annotations")?.get(key)?.as_str()
+}
+
+fn restarts(object: &Value, keys: &AnnotationKeys) -> bool {
+    object_annotation(object, &keys.rollout_strategy).is_some_and(|s| s.trim() == "restart")
+}
+
+fn object_annotations(object: &Value) -> AnnotationsAt<'static> {
+    let metadata = object.get("metadata").filter(|m| m.is_object());
+    AnnotationsAt {
+        metadata: "/metadata",
+        has_metadata: metadata.is_some(),
+        has_annotations: metadata.and_then(|m| m.get("annotations")).is_some_and(Value::is_object),
+    }
+}
+
+/// Copies the env-var markers of `old` that `new` lacks, container by container name.
+fn copy_env_markers(
+    old: &PodTemplateSpec,
+    new: &PodTemplateSpec,
+    pointer: &str,
+    keys: &AnnotationKeys,
+    ops: &mut Vec<Value>,
+) {
+    let (old_containers, new_containers) = (containers(old), containers(new));
+    let carried = Markers::read(new, keys);
+    let mut added: BTreeMap<usize, Vec<Value>> = BTreeMap::new();
+    for marker in Markers::read(old, keys).env {
+        // Carried on any container: the new object's word, even if its author moved it.
+        if carried.env.iter().any(|m| m.name == marker.name)
+            || added.values().flatten().any(|e| e["name"] == *marker.name)
+        {
+            continue;
+        }
+        let Some(name) = old_containers.get(usize::from(marker.container)).map(|c| &c.name) else { continue };
+        let Some(target) = new_containers.iter().position(|c| c.name == *name) else { continue };
+        added.entry(target).or_default().push(json!({"name": marker.name, "value": marker.value}));
+    }
+    for (container, entries) in added {
+        let existing = new_containers[container].env.as_ref().map_or(0, Vec::len);
+        env_add_ops(pointer, container, existing, entries, ops);
+    }
+}
+
+/// Appends `entries` to container `container`'s env list, creating the list when it is empty
+/// or absent (`add` on an existing member replaces it, which covers `env: []` and `env: null`).
+fn env_add_ops(pointer: &str, container: usize, existing: usize, entries: Vec<Value>, ops: &mut Vec<Value>) {
+    let path = format!("{pointer}/spec/containers/{container}/env");
+    if existing == 0 {
+        ops.push(json!({"op": "add", "path": path, "value": entries}));
+    } else {
+        ops.extend(
+            entries
+                .into_iter()
+                .map(|entry| json!({"op": "add", "path": format!("{path}/-"), "value": entry})),
+        );
+    }
+}
+
+/// An annotation map at `{metadata}/annotations`, and which of its parents exist.
+struct AnnotationsAt<'a> {
+    metadata: &'a str,
+    has_metadata: bool,
+    has_annotations: bool,
+}
+
+impl AnnotationsAt<'_> {
+    /// The operation that adds `key: value`, creating the missing parents.
+    fn add(&self, key: &str, value: &str) -> Value {
+        let metadata = self.metadata;
+        if !self.has_metadata {
+            json!({"op": "add", "path": metadata, "value": {"annotations": {key: value}}})
+        } else if !self.has_annotations {
+            json!({"op": "add", "path": format!("{metadata}/annotations"), "value": {key: value}})
+        } else {
+            let path = format!("{metadata}/annotations/{}", escape_pointer_token(key));
+            json!({"op": "add", "path": path, "value": value})
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
