@@ -6,7 +6,8 @@ use std::fmt;
 
 use super::explicit::{ExplicitEntry, compile, explicit_entries, short_regex_error};
 use crate::annotations::{AnnotationKeys, ReloadAnnotations, kind_index};
-use crate::model::ResourceKind;
+use crate::duration::{DurationError, parse_go_duration};
+use crate::model::{ResourceKind, WorkloadKind};
 use crate::naming::env_var_name;
 use crate::workload::WorkloadView;
 
@@ -36,6 +37,8 @@ pub enum AnnotationProblem {
     /// Resources of one kind, used or listed by the workload, whose env-var markers have the
     /// same name: under the env-vars strategy each one's marker overwrites the other's.
     EnvVarCollision { kind: ResourceKind, env_var: Box<str>, names: Vec<Box<str>> },
+    /// A Deployment's pause period that is not a Go duration: reloads happen, without a pause.
+    InvalidPausePeriod { key: Box<str>, error: DurationError },
 }
 
 impl fmt::Display for AnnotationProblem {
@@ -63,13 +66,16 @@ impl fmt::Display for AnnotationProblem {
                      overwrites the marker of the other"
                 )
             }
+            AnnotationProblem::InvalidPausePeriod { key, error } => {
+                write!(f, "annotation {key} on the workload: {error}; reloads happen without a pause")
+            }
         }
     }
 }
 
 /// Every problem in the reloader annotations of `view`, in a stable order: invalid entries
 /// (metadata before template, ConfigMap before Secret before SecretProviderClass, list order),
-/// then env-var collisions by kind and env-var name.
+/// then env-var collisions by kind and env-var name, then an invalid pause period.
 pub fn annotation_problems(view: &WorkloadView, keys: &AnnotationKeys) -> Vec<AnnotationProblem> {
     let sources = [
         (AnnotationSource::WorkloadMetadata, &view.metadata_rules),
@@ -93,7 +99,17 @@ pub fn annotation_problems(view: &WorkloadView, keys: &AnnotationKeys) -> Vec<An
         }
     }
     problems.extend(env_var_collisions(view, &sources.map(|(_, rules)| rules)));
+    problems.extend(invalid_pause_period(view, keys));
     problems
+}
+
+/// The pause period is read from a Deployment's own metadata, and only there (compat.md §3).
+fn invalid_pause_period(view: &WorkloadView, keys: &AnnotationKeys) -> Option<AnnotationProblem> {
+    if view.key.kind != WorkloadKind::Deployment {
+        return None;
+    }
+    let error = parse_go_duration(view.pause_period.as_deref()?.trim()).err()?;
+    Some(AnnotationProblem::InvalidPausePeriod { key: keys.pause_period.as_str().into(), error })
 }
 
 fn env_var_collisions(view: &WorkloadView, rules: &[&ReloadAnnotations]) -> Vec<AnnotationProblem> {

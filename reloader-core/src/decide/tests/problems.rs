@@ -3,6 +3,8 @@
 use super::*;
 use crate::annotations::AnnotationKeys;
 
+const PAUSE_PERIOD: &str = "deployment.reloader.stakater.com/pause-period";
+
 #[test]
 fn problems() {
     struct ProblemCase {
@@ -57,6 +59,29 @@ fn problems() {
                 "Secrets \"db-pass\" and \"db_pass\" share the env-var marker STAKATER_DB_PASS_SECRET: \
                  under the env-vars strategy a change to one overwrites the marker of the other",
             ],
+        },
+        ProblemCase {
+            name: "F50 a pause period that is not a duration",
+            workload: deployment("web").annotate(PAUSE_PERIOD, "soon"),
+            want: vec![
+                "annotation deployment.reloader.stakater.com/pause-period on the workload: invalid duration \
+                 \"soon\"; reloads happen without a pause",
+            ],
+        },
+        ProblemCase {
+            name: "a valid pause period",
+            workload: deployment("web").annotate(PAUSE_PERIOD, " 1m30s "),
+            want: vec![],
+        },
+        ProblemCase {
+            name: "zero pause period",
+            workload: deployment("web").annotate(PAUSE_PERIOD, "0s"),
+            want: vec![],
+        },
+        ProblemCase {
+            name: "pause periods mean nothing outside Deployments",
+            workload: deployment("db").kind(WorkloadKind::StatefulSet).annotate(PAUSE_PERIOD, "soon"),
+            want: vec![],
         },
     ];
     for case in cases {
