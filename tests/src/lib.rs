@@ -27,6 +27,7 @@ pub mod components;
 pub mod crds;
 pub mod credentials;
 pub mod fixtures;
+pub mod fixtures_extra;
 mod nodes;
 pub mod plane;
 pub mod process;
