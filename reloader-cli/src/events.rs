@@ -67,13 +67,31 @@ fn object_reference(key: &WorkloadKey) -> ObjectReference {
     }
 }
 
+/// Cuts `s` to at most `max` bytes (the API server counts bytes), the ellipsis included.
 fn truncate(s: &str, max: usize) -> String {
+    const ELLIPSIS: char = '…';
     if s.len() <= max {
         return s.to_string();
     }
-    let mut end = max;
+    let mut end = max.saturating_sub(ELLIPSIS.len_utf8());
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}…", &s[..end])
+    format!("{}{ELLIPSIS}", &s[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::truncate;
+
+    #[test]
+    fn truncated_notes_fit_the_api_limit_with_their_ellipsis() {
+        let short = "fits";
+        assert_eq!(truncate(short, 1024), short);
+        for text in ["x".repeat(2000), "é".repeat(1500)] {
+            let cut = truncate(&text, 1024);
+            assert!(cut.len() <= 1024, "{} bytes", cut.len());
+            assert!(cut.ends_with('…'));
+        }
+    }
 }
