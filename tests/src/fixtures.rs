@@ -28,13 +28,16 @@
 
 use std::fmt;
 
+mod admission;
 mod observe;
 mod resources;
+mod rollout;
 mod setup;
 mod table;
 mod table_run;
 mod workload;
 
+pub use admission::{FROZEN_LABEL, TemplateFreeze};
 pub use observe::{
     Marker, Observed, WorkloadId, list_observed, marker, marker_in, observe, resource_version, template_of,
 };
@@ -42,11 +45,12 @@ pub use reloader_core::model::ResourceKind;
 pub use resources::{
     ResourceRef, Resources, expected_env_var, stakater_hash_configmap, stakater_hash_secret,
 };
+pub use rollout::wait_rolled_out;
 pub use setup::{
     ANNOTATION_AUTO, ANNOTATION_CONFIGMAP_AUTO, ANNOTATION_CONFIGMAP_EXCLUDE, ANNOTATION_CONFIGMAP_RELOAD,
     ANNOTATION_IGNORE, ANNOTATION_LAST_RELOADED_FROM, ANNOTATION_MATCH, ANNOTATION_SEARCH,
-    ANNOTATION_SECRET_AUTO, ANNOTATION_SECRET_EXCLUDE, ANNOTATION_SECRET_RELOAD, events_for,
-    install_all_crds, negative_wait, reloader_for,
+    ANNOTATION_SECRET_AUTO, ANNOTATION_SECRET_EXCLUDE, ANNOTATION_SECRET_RELOAD, event_occurrences,
+    events_for, install_all_crds, negative_wait, reloader_for,
 };
 pub use table::{Case, Change, DELETE_MARKER_HASH, MAIN, Outcome, Phase};
 pub use table_run::{Table, TableRun};
