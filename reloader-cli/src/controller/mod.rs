@@ -14,6 +14,7 @@ mod pause;
 mod reconciler;
 pub(crate) mod resources;
 mod scope;
+mod standby;
 mod workloads;
 mod writer;
 
@@ -103,22 +104,16 @@ pub async fn run(
     }
     let executor = Executor::start(ctx.clone(), shutdown.clone());
     let reconciler = Arc::new(Reconciler::new(ctx.clone(), executor.clone()).await?);
+    // Every replica keeps the resume deadlines from the `paused-at` annotations; only the
+    // leader acts on them, so a new leader resumes on time.
     let pauses = pause::PauseTimers::start(ctx.clone(), executor.clone(), shutdown.clone());
 
     let mut synced = Vec::new();
     synced.extend(namespaces::spawn(ctx.clone(), reconciler.clone(), shutdown.clone()));
     synced.extend(resources::spawn(ctx.clone(), reconciler.clone(), shutdown.clone()));
-    synced.extend(workloads::spawn(ctx.clone(), pauses.clone(), shutdown.clone()));
+    synced.extend(workloads::spawn(ctx.clone(), pauses, shutdown.clone()));
 
-    catch_up::spawn(
-        ctx.clone(),
-        executor.clone(),
-        reconciler.clone(),
-        pauses,
-        synced,
-        health,
-        shutdown.clone(),
-    );
+    catch_up::spawn(ctx.clone(), executor.clone(), reconciler.clone(), synced, health, shutdown.clone());
     shutdown.cancelled().await;
     executor.drain().await;
     drop(reconciler);

@@ -12,6 +12,7 @@ use tracing::{debug, info};
 
 use super::Context;
 use super::executor::{Executor, Work};
+use super::standby::{REPLAY_WINDOW, StandbyChanges};
 use crate::webhook_notify::{ResourceNotice, WebhookNotifier};
 
 /// Where an applied resource came from.
@@ -30,6 +31,8 @@ pub struct Reconciler {
     executor: Executor,
     decide: DecideOptions,
     notifier: Option<Arc<WebhookNotifier>>,
+    /// Changes seen while not leading, for the promotion catch-up.
+    standby: StandbyChanges,
 }
 
 impl Reconciler {
@@ -38,7 +41,18 @@ impl Reconciler {
             Some(url) => Some(Arc::new(WebhookNotifier::new(url.expose().to_string(), ctx.metrics.clone())?)),
             None => None,
         };
-        Ok(Reconciler { decide: ctx.options.decide_options(), ctx, executor, notifier })
+        Ok(Reconciler {
+            decide: ctx.options.decide_options(),
+            ctx,
+            executor,
+            notifier,
+            standby: StandbyChanges::new(REPLAY_WINDOW),
+        })
+    }
+
+    /// Changes seen while not leading (taken by the promotion catch-up).
+    pub fn standby_changes(&self) -> &StandbyChanges {
+        &self.standby
     }
 
     pub fn resource_applied(&self, view: ResourceView, phase: Phase) {
@@ -130,6 +144,7 @@ impl Reconciler {
             self.ctx.metrics.event_processed(event_type, resource_type, "webhook");
             return;
         }
+        self.standby.record_unless_leading(&self.ctx.leader, view, event);
         let plans = self.ctx.index.read().expect("index lock").plan_changes(view, event, &self.decide);
         let mut matched = 0u64;
         for (workload, plan) in &plans {

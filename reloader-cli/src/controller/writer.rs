@@ -15,7 +15,8 @@ use super::kinds::{api_resource, load};
 use crate::alerts::ReloadNotice;
 
 pub const FIELD_MANAGER: &str = "Reloader";
-const MAX_CONFLICT_RETRIES: u32 = 10;
+/// Enough, with [`conflict_pause`], to outlast a writer updating the object in a tight loop.
+const MAX_CONFLICT_RETRIES: u32 = 20;
 const MAX_TRANSIENT_RETRIES: u32 = 5;
 
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +51,8 @@ enum Outcome {
     AlreadyCurrent,
     Gone,
     DryRun,
+    /// Leadership was lost before the write: the next leader's catch-up applies it.
+    NotLeader,
 }
 
 fn write_context(ctx: &Context) -> WriteContext<'_> {
@@ -88,6 +91,7 @@ pub async fn reload(ctx: &Context, key: &WorkloadKey, changes: &[MarkerChange], 
         }
         Ok(Outcome::AlreadyCurrent) => ctx.metrics.skipped("already_current"),
         Ok(Outcome::Gone) => ctx.metrics.skipped("workload_gone"),
+        Ok(Outcome::NotLeader) => ctx.metrics.skipped("not_leader"),
         Err(failure) => {
             ctx.metrics.reload_executed(false, &key.namespace);
             ctx.metrics.action(kind, "error", started.elapsed());
@@ -132,13 +136,19 @@ where
     let (mut conflicts, mut transient) = (0, 0);
     let mut backoff = Duration::from_millis(200);
     loop {
+        // Each attempt, not just the first: a replica demoted during retries must stop writing.
+        if !*ctx.leader.borrow() {
+            return Ok(Outcome::NotLeader);
+        }
         match attempt().await {
             Err(WriteFailure::Api(kube::Error::Api(e)))
                 if e.code == 409 && conflicts < MAX_CONFLICT_RETRIES =>
             {
                 conflicts += 1;
                 ctx.metrics.retry();
-                warn!(workload = %key, attempt = conflicts, "conflict; re-reading and retrying");
+                let pause = conflict_pause(conflicts);
+                warn!(workload = %key, attempt = conflicts, retry_in = ?pause, "conflict; re-reading and retrying");
+                tokio::time::sleep(pause).await;
             }
             Err(WriteFailure::Api(e)) if is_transient(&e) && transient < MAX_TRANSIENT_RETRIES => {
                 transient += 1;
@@ -150,6 +160,18 @@ where
             other => return other,
         }
     }
+}
+
+/// The first conflict is retried at once; later ones after a growing, jittered pause (up to 1 s),
+/// so that a writer in a tight loop cannot win every race between our read and our write.
+fn conflict_pause(attempt: u32) -> Duration {
+    if attempt <= 1 {
+        return Duration::ZERO;
+    }
+    let ceiling = Duration::from_millis(10 << (attempt - 2).min(7)).min(Duration::from_secs(1));
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let jitter = u64::from(nanos.subsec_nanos()) % (ceiling.as_millis() as u64 / 2 + 1);
+    ceiling / 2 + Duration::from_millis(jitter)
 }
 
 fn is_transient(e: &kube::Error) -> bool {
@@ -182,6 +204,7 @@ async fn send(ctx: &Context, key: &WorkloadKey, write: WorkloadWrite) -> Result<
             let api: Api<DynamicObject> =
                 Api::namespaced_with(ctx.client.clone(), &key.namespace, &api_resource(key.kind));
             let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+            let tested = tested_version(&body);
             let patch = match kind {
                 PatchKind::Strategic => Patch::Strategic(body),
                 PatchKind::Merge => Patch::Merge(body),
@@ -191,12 +214,21 @@ async fn send(ctx: &Context, key: &WorkloadKey, write: WorkloadWrite) -> Result<
             };
             match api.patch(&key.name, &params, &patch).await {
                 Ok(_) => {}
-                // A JSON patch whose resourceVersion `test` op failed: someone wrote the object
-                // since we read it. That is a conflict: re-read and retry like a 409.
-                Err(kube::Error::Api(mut e))
-                    if kind == PatchKind::Json && e.code == 422 && e.message.contains("test") =>
-                {
-                    e.code = 409;
+                // A JSON patch whose resourceVersion `test` failed: someone wrote the object since
+                // we read it, a conflict to re-read and retry like a 409. Built-in kinds say so in
+                // the message; custom resources answer a bare 422 "Invalid", so the version is
+                // compared instead.
+                Err(kube::Error::Api(mut e)) if kind == PatchKind::Json && e.code == 422 => {
+                    let moved = match &tested {
+                        Some(tested) => api
+                            .get_metadata_opt(&key.name)
+                            .await?
+                            .and_then(|m| m.metadata.resource_version.filter(|now| now != tested)),
+                        None => None,
+                    };
+                    if moved.is_some() || e.message.contains("test") {
+                        e.code = 409;
+                    }
                     return Err(kube::Error::Api(e).into());
                 }
                 Err(e) => return Err(e.into()),
@@ -209,6 +241,15 @@ async fn send(ctx: &Context, key: &WorkloadKey, write: WorkloadWrite) -> Result<
         WorkloadWrite::RecreateJob(job) => recreate_job(ctx, key, *job).await?,
     }
     Ok(Outcome::Written)
+}
+
+/// The resourceVersion a JSON patch's `test` operation requires, if it has one.
+fn tested_version(body: &serde_json::Value) -> Option<String> {
+    body.as_array()?
+        .iter()
+        .find(|op| op["op"] == "test" && op["path"] == "/metadata/resourceVersion")
+        .and_then(|op| op["value"].as_str())
+        .map(str::to_owned)
 }
 
 fn post_params() -> PostParams {
@@ -254,5 +295,37 @@ fn notice(key: &WorkloadKey, change: &MarkerChange) -> ReloadNotice {
             MarkerAction::Set(h) => h.to_hex(),
             MarkerAction::Remove => String::new(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use std::time::Duration;
+
+    use super::{conflict_pause, tested_version};
+
+    #[test]
+    fn conflict_pauses_start_at_zero_and_stay_within_a_second() {
+        assert_eq!(conflict_pause(1), Duration::ZERO);
+        for attempt in 2..=20 {
+            let pause = conflict_pause(attempt);
+            assert!(
+                pause >= Duration::from_millis(5) && pause <= Duration::from_secs(1),
+                "{attempt}: {pause:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn finds_the_resource_version_a_json_patch_tests() {
+        let body = json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": "77"},
+            {"op": "add", "path": "/spec/template/metadata", "value": {}},
+        ]);
+        assert_eq!(tested_version(&body).as_deref(), Some("77"));
+        assert_eq!(tested_version(&json!([{"op": "add", "path": "/a", "value": 1}])), None);
+        assert_eq!(tested_version(&json!({"spec": {}})), None, "a merge patch tests nothing");
     }
 }

@@ -37,7 +37,12 @@ async fn main() -> anyhow::Result<()> {
         dir.display()
     );
     let started = Instant::now();
-    let options = PlaneOptions { dir: Some(dir.clone()), controllers: true, fake_nodes: args.nodes };
+    let options = PlaneOptions {
+        dir: Some(dir.clone()),
+        controllers: true,
+        fake_nodes: args.nodes,
+        ..PlaneOptions::default()
+    };
     let plane = tokio::select! {
         plane = ControlPlane::start(options) => plane.context("starting the control plane")?,
         _ = interrupt.recv() => anyhow::bail!("interrupted while starting"),

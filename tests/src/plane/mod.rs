@@ -36,11 +36,14 @@ pub struct PlaneOptions {
     pub controllers: bool,
     /// Fake nodes managed by KWOK (when `controllers`).
     pub fake_nodes: usize,
+    /// Extra kube-apiserver flags, after the harness's own (a repeated flag's last value wins),
+    /// e.g. `--watch-cache=false` to serve watches from etcd. Kept by [`ControlPlane::start_apiserver`].
+    pub apiserver_args: Vec<String>,
 }
 
 impl Default for PlaneOptions {
     fn default() -> Self {
-        Self { dir: None, controllers: true, fake_nodes: 3 }
+        Self { dir: None, controllers: true, fake_nodes: 3, apiserver_args: Vec::new() }
     }
 }
 
@@ -109,7 +112,7 @@ impl ControlPlane {
         lock(&processes).etcd = Some(etcd);
         wait_for_etcd(&layout, &processes).await?;
 
-        let apiserver = start_apiserver_process(&binaries, &layout, &credentials, options.controllers)?;
+        let apiserver = start_apiserver_process(&binaries, &layout, &credentials, &options)?;
         lock(&processes).apiserver = Some(apiserver);
         let admin = write_admin_kubeconfig(&layout, &credentials, &processes).await?;
 
@@ -216,12 +219,8 @@ impl ControlPlane {
             if processes.apiserver.as_mut().is_some_and(|apiserver| apiserver.exited().is_none()) {
                 return Ok(());
             }
-            let apiserver = start_apiserver_process(
-                &self.binaries,
-                &self.layout,
-                &self.credentials,
-                self.options.controllers,
-            )?;
+            let apiserver =
+                start_apiserver_process(&self.binaries, &self.layout, &self.credentials, &self.options)?;
             processes.apiserver = Some(apiserver);
         }
         self.wait_for_apiserver().await

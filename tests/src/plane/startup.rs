@@ -10,7 +10,9 @@ use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use super::running::{Processes, lock, wait_guarded};
-use super::{APISERVER_READY_TIMEOUT, CONTROLLERS_READY_TIMEOUT, ControlPlane, ETCD_READY_TIMEOUT};
+use super::{
+    APISERVER_READY_TIMEOUT, CONTROLLERS_READY_TIMEOUT, ControlPlane, ETCD_READY_TIMEOUT, PlaneOptions,
+};
 use crate::binaries::Binaries;
 use crate::components::{self, Layout};
 use crate::credentials::{self, Credentials};
@@ -131,15 +133,11 @@ pub(super) fn start_apiserver_process(
     binaries: &Binaries,
     layout: &Layout,
     credentials: &Credentials,
-    with_controllers: bool,
+    options: &PlaneOptions,
 ) -> Result<Process, PlaneError> {
-    Process::start(
-        "kube-apiserver",
-        &binaries.kube_apiserver,
-        &components::apiserver_args(layout, credentials, with_controllers),
-        &[],
-        &layout.log("kube-apiserver"),
-    )
+    let mut args = components::apiserver_args(layout, credentials, options.controllers);
+    args.extend(options.apiserver_args.iter().cloned());
+    Process::start("kube-apiserver", &binaries.kube_apiserver, &args, &[], &layout.log("kube-apiserver"))
 }
 
 pub(super) async fn wait_for_etcd(layout: &Layout, processes: &Mutex<Processes>) -> Result<(), PlaneError> {

@@ -1,0 +1,242 @@
+//! Lease-based leadership (`--enable-ha`, beyond.md §2). Every replica watches and keeps its
+//! index warm; only the one holding the Lease writes.
+//!
+//! - Every Lease write is a compare-and-swap ([`CasLeaseLock`]), so at most one candidate wins a
+//!   race for an expired Lease.
+//! - The leader counts its renew deadline from the start of its last successful renewal and stops
+//!   writing the moment it passes, even if a renewal is still hanging: the Lease it wrote is valid
+//!   for the longer lease duration, so it has stopped before anyone else may take over.
+//! - Losing the Lease is a return to standby, never an exit; the campaign simply goes on.
+//! - On shutdown the replica stops writing at once, and releases the Lease only when
+//!   [`Leadership::finished`] says the writes in flight are done.
+
+mod lock;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use kube_leader_election::{LeaseLockParams, LeaseLockResult};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+pub use lock::{CasLeaseLock, ElectionLock};
+
+use crate::metrics::Metrics;
+
+/// Consecutive failed rounds between two warnings while the Lease API is unreachable.
+const WARN_EVERY_FAILURES: u32 = 10;
+
+/// Leader-election settings (compat.md §1, Stakater's v2 flags).
+#[derive(Debug, Clone)]
+pub struct ElectionConfig {
+    pub lease_name: String,
+    pub namespace: String,
+    pub identity: String,
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+    pub release_on_cancel: bool,
+}
+
+/// Whether this replica may write, as a watch channel.
+pub struct Leadership {
+    identity: String,
+    rx: watch::Receiver<bool>,
+    role: Role,
+}
+
+enum Role {
+    /// Without HA: the sender is kept so the channel never closes.
+    Always {
+        _sender: watch::Sender<bool>,
+    },
+    Elected {
+        task: JoinHandle<()>,
+        resign: CancellationToken,
+    },
+}
+
+impl Leadership {
+    /// Without HA the single replica always leads.
+    pub fn always(identity: String) -> Self {
+        let (tx, rx) = watch::channel(true);
+        Leadership { identity, rx, role: Role::Always { _sender: tx } }
+    }
+
+    /// Campaigns for the Lease until `shutdown`. `client` should be used for nothing else, so
+    /// that a busy controller cannot starve renewals.
+    pub fn elect(
+        client: Client,
+        config: ElectionConfig,
+        metrics: Arc<Metrics>,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let params = LeaseLockParams {
+            lease_name: config.lease_name.clone(),
+            holder_id: config.identity.clone(),
+            lease_ttl: config.lease_duration,
+        };
+        let lock = CasLeaseLock::new(client, &config.namespace, params);
+        Self::elect_with(lock, config, metrics, shutdown)
+    }
+
+    /// [`Self::elect`] with any lock.
+    pub fn elect_with<L: ElectionLock>(
+        lock: L,
+        config: ElectionConfig,
+        metrics: Arc<Metrics>,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let (tx, rx) = watch::channel(false);
+        let identity = config.identity.clone();
+        let resign = CancellationToken::new();
+        let campaign = Campaign { lock, config, metrics, tx, failures: 0 };
+        let task = tokio::spawn(campaign.run(shutdown, resign.clone()));
+        Leadership { identity, rx, role: Role::Elected { task, resign } }
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<bool> {
+        self.rx.clone()
+    }
+
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    pub fn is_leader(&self) -> bool {
+        *self.rx.borrow()
+    }
+
+    /// Call after shutdown, once the writes in flight are done: releases the Lease (when
+    /// configured) so a standby takes over without waiting for it to expire.
+    pub async fn finished(self) {
+        if let Role::Elected { task, resign } = self.role {
+            resign.cancel();
+            if tokio::time::timeout(Duration::from_secs(5), task).await.is_err() {
+                warn!("leader election did not finish within 5s");
+            }
+        }
+    }
+}
+
+struct Campaign<L> {
+    lock: L,
+    config: ElectionConfig,
+    metrics: Arc<Metrics>,
+    tx: watch::Sender<bool>,
+    failures: u32,
+}
+
+impl<L: ElectionLock> Campaign<L> {
+    async fn run(mut self, shutdown: CancellationToken, resign: CancellationToken) {
+        self.metrics.set_leader(false);
+        // While leading: when this replica must stop writing unless a renewal succeeds first.
+        let mut deadline: Option<Instant> = None;
+        loop {
+            let started = Instant::now();
+            let round = tokio::time::timeout(self.config.renew_deadline, self.lock.try_acquire_or_renew());
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => break,
+                () = until(deadline) => self.lose(&mut deadline, "the lease was not renewed within the renew deadline"),
+                result = round => self.settle(result, started, &mut deadline),
+            }
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => break,
+                () = until(deadline) => self.lose(&mut deadline, "the lease was not renewed within the renew deadline"),
+                () = tokio::time::sleep(self.config.retry_period) => {}
+            }
+        }
+        if deadline.is_some() {
+            self.step_down();
+        }
+        resign.cancelled().await;
+        if self.config.release_on_cancel {
+            match tokio::time::timeout(self.config.renew_deadline, self.lock.release()).await {
+                Ok(Ok(())) => info!(lease = %self.config.lease_name, "released the lease"),
+                Ok(Err(e)) => warn!(error = %e, "could not release the lease"),
+                Err(_) => warn!("releasing the lease timed out"),
+            }
+        }
+    }
+
+    fn settle(
+        &mut self,
+        result: Result<Result<LeaseLockResult, kube::Error>, tokio::time::error::Elapsed>,
+        started: Instant,
+        deadline: &mut Option<Instant>,
+    ) {
+        let result = match result {
+            Ok(Ok(result)) => result,
+            Ok(Err(e)) => return self.failed(&e),
+            Err(_) => return self.failed(&"no answer within the renew deadline"),
+        };
+        if self.failures > 0 {
+            info!(failed_rounds = self.failures, "the lease API answers again");
+            self.failures = 0;
+        }
+        match result {
+            LeaseLockResult::Acquired(lease) => {
+                let valid_until = started + self.config.renew_deadline;
+                if Instant::now() >= valid_until {
+                    return;
+                }
+                if deadline.is_none() {
+                    let term = lease.spec.and_then(|s| s.lease_transitions).unwrap_or(0);
+                    info!(identity = %self.config.identity, lease = %self.config.lease_name, term, "became leader");
+                    self.metrics.set_leader(true);
+                    self.metrics.leader_transition();
+                    let _ = self.tx.send(true);
+                }
+                *deadline = Some(valid_until);
+            }
+            LeaseLockResult::NotAcquired(lease) => {
+                let holder = lease.spec.and_then(|s| s.holder_identity).unwrap_or_default();
+                debug!(%holder, "the lease is held by another replica");
+                if deadline.is_some() {
+                    self.lose(deadline, "another replica holds the lease");
+                }
+            }
+        }
+    }
+
+    fn failed(&mut self, error: &dyn std::fmt::Display) {
+        self.failures += 1;
+        if self.failures % WARN_EVERY_FAILURES == 1 {
+            warn!(error = %error, failed_rounds = self.failures, "leader election round failed");
+        } else {
+            debug!(error = %error, failed_rounds = self.failures, "leader election round failed");
+        }
+    }
+
+    fn lose(&self, deadline: &mut Option<Instant>, why: &str) {
+        *deadline = None;
+        let _ = self.tx.send(false);
+        self.metrics.set_leader(false);
+        self.metrics.leader_transition();
+        warn!(identity = %self.config.identity, reason = why, "stopped leading; back to standby");
+    }
+
+    /// Shutdown: stop writing now; the Lease is released later, by [`Leadership::finished`].
+    fn step_down(&self) {
+        let _ = self.tx.send(false);
+        self.metrics.set_leader(false);
+        self.metrics.leader_transition();
+        info!(identity = %self.config.identity, "shutting down: stopped leading");
+    }
+}
+
+/// Fires at `deadline`; never without one.
+async fn until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
