@@ -99,9 +99,11 @@ pub async fn run(
         alerter,
     });
 
-    if let Some(webhook) = &ctx.options.admission_webhook {
-        tokio::spawn(crate::webhook::serve(ctx.clone(), webhook.clone(), shutdown.clone()));
-    }
+    let webhook = ctx
+        .options
+        .admission_webhook
+        .clone()
+        .map(|cfg| tokio::spawn(crate::webhook::serve(ctx.clone(), cfg, shutdown.clone())));
     let executor = Executor::start(ctx.clone(), shutdown.clone());
     let reconciler = Arc::new(Reconciler::new(ctx.clone(), executor.clone()).await?);
     // Every replica keeps the resume deadlines from the `paused-at` annotations; only the
@@ -114,8 +116,24 @@ pub async fn run(
     synced.extend(workloads::spawn(ctx.clone(), pauses, shutdown.clone()));
 
     catch_up::spawn(ctx.clone(), executor.clone(), reconciler.clone(), synced, health, shutdown.clone());
-    shutdown.cancelled().await;
+    // A webhook that cannot serve (port taken, bad certificate) ends the process with an error,
+    // so the kubelet restarts it and the exit status says what happened.
+    let failure = match webhook {
+        Some(handle) => tokio::select! {
+            _ = shutdown.cancelled() => None,
+            result = handle => match result {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e),
+                Err(e) => Some(anyhow::Error::from(e).context("the admission webhook task failed")),
+            },
+        },
+        None => {
+            shutdown.cancelled().await;
+            None
+        }
+    };
+    shutdown.cancel();
     executor.drain().await;
     drop(reconciler);
-    Ok(())
+    failure.map_or(Ok(()), Err)
 }

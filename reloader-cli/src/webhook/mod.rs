@@ -42,11 +42,16 @@ const MAX_REVIEW_BYTES: usize = 8 * 1024 * 1024;
 /// Runs the webhook until `shutdown`. A webhook that cannot start (the address is taken, the
 /// certificate does not load) stops the whole process: the flag asked for it, and a replica
 /// that silently lacks it would hide the problem until the next re-apply rolls a workload.
-pub async fn serve(ctx: Arc<Context>, config: AdmissionWebhook, shutdown: CancellationToken) {
-    if let Err(e) = run(ctx, &config, shutdown.clone()).await {
+pub async fn serve(
+    ctx: Arc<Context>,
+    config: AdmissionWebhook,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let result = run(ctx, &config, shutdown.clone()).await;
+    if let Err(e) = &result {
         error!(error = format!("{e:#}"), "admission webhook cannot serve; shutting down");
-        shutdown.cancel();
     }
+    result.context("admission webhook")
 }
 
 async fn run(
