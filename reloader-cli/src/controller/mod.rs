@@ -35,6 +35,7 @@ use crate::metrics::Metrics;
 
 pub use executor::Executor;
 pub use reconciler::Reconciler;
+pub use writer::FIELD_MANAGER;
 
 /// What every part of the controller shares.
 pub struct Context {

@@ -19,12 +19,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use tracing::{debug, info, warn};
 
-use crate::controller::Context;
+use crate::controller::{Context, FIELD_MANAGER};
 
-/// The field manager of the controller's own writes (`controller::writer`). A write by the
-/// controller that removes a marker (a deleted resource under the env-vars strategy) must not
-/// have it copied back.
-pub const CONTROLLER_FIELD_MANAGER: &str = "Reloader";
 
 /// What a review did, for `reloader_admission_requests_total{result}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,7 +104,9 @@ fn operations(
     let keys = &ctx.options.keys;
     match request.operation {
         Operation::Update => {
-            if field_manager(request) == Some(CONTROLLER_FIELD_MANAGER) {
+            // A write by the controller that removes a marker (a deleted resource under the
+            // env-vars strategy) must not have it copied back.
+            if field_manager(request) == Some(FIELD_MANAGER) {
                 return Ok(None);
             }
             let Some(old) = &request.old_object else { return Ok(None) };
