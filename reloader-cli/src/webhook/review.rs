@@ -21,7 +21,6 @@ use tracing::{debug, info, warn};
 
 use crate::controller::{Context, FIELD_MANAGER};
 
-
 /// What a review did, for `reloader_admission_requests_total{result}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
