@@ -21,6 +21,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub mod bench;
 pub mod binaries;
 pub mod chart;
 pub mod components;

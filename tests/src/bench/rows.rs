@@ -1,0 +1,369 @@
+//! From raw measurements to the report's rows: the figure each scenario reports, its unit and
+//! bench.md's target.
+
+use serde_json::{Value, json};
+
+use super::LeaseTimings;
+use super::identity::RequestClass;
+use super::report::{MemoryPoint, ScenarioResult, Target};
+use super::scenarios::coalesce::CoalesceOutcome;
+use super::scenarios::failover::FailoverOutcome;
+use super::scenarios::latency::LatencyOutcome;
+use super::scenarios::sidecar::SidecarOutcome;
+use super::scenarios::startup::StartupSample;
+use super::stats::{Latencies, Spread, slope};
+
+/// A measurement, or why there is none (for Stakater: unavailable, or how it failed).
+pub type Outcome<T> = Result<T, String>;
+
+pub struct PerSubject<T> {
+    pub ours: Outcome<T>,
+    pub stakater: Outcome<T>,
+}
+
+pub struct MemoryAtScale {
+    pub scale: f64,
+    pub objects: usize,
+    pub ours: Outcome<Vec<StartupSample>>,
+    pub stakater: Outcome<Vec<StartupSample>>,
+}
+
+pub struct Measurements {
+    pub memory: Vec<MemoryAtScale>,
+    pub floor: Outcome<Latencies>,
+    pub latency: PerSubject<LatencyOutcome>,
+    pub coalesce: PerSubject<CoalesceOutcome>,
+    pub failover: Outcome<FailoverOutcome>,
+    pub sidecar: Outcome<SidecarOutcome>,
+    pub lease: LeaseTimings,
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+const FLOOR_NOTE: &str = "n/a: the floor is a minimal watch-then-patch client, measured once";
+const H1_NOTE: &str =
+    "not run: Stakater v1 has no --metrics-addr, so 3 replicas cannot share :9090 on one machine";
+const P1_NOTE: &str = "n/a: ours only (Stakater has no sidecar mode)";
+
+/// How one figure is named, judged and picked out of an outcome of type `T`.
+struct Figure<T, V> {
+    id: &'static str,
+    title: &'static str,
+    unit: &'static str,
+    target: Target,
+    pick: fn(&T) -> V,
+}
+
+impl<T, V> Figure<T, V> {
+    fn new(
+        id: &'static str,
+        title: &'static str,
+        unit: &'static str,
+        target: Target,
+        pick: fn(&T) -> V,
+    ) -> Self {
+        Self { id, title, unit, target, pick }
+    }
+
+    fn row(&self) -> ScenarioResult {
+        ScenarioResult::new(self.id, self.title, self.unit, self.target)
+    }
+}
+
+/// The rows, and M1's points for the chart.
+pub fn build(m: &Measurements) -> (Vec<ScenarioResult>, Vec<MemoryPoint>) {
+    let mut rows = memory_rows(&m.memory);
+    rows.extend(latency_rows(&m.latency, &m.floor));
+    rows.push(figure(
+        &m.coalesce,
+        "C1-replicasets",
+        "C1 new ReplicaSets (coalesce 2s)",
+        "count",
+        Target::Equals(1.0),
+        |c| Some(c.new_replica_sets as f64),
+    ));
+    rows.extend(failover_rows(&m.failover, m.lease));
+    rows.extend(sidecar_rows(&m.sidecar));
+    (rows, memory_points(&m.memory))
+}
+
+/// One row from a per-subject outcome.
+fn figure<T>(
+    outcomes: &PerSubject<T>,
+    id: &str,
+    title: &str,
+    unit: &str,
+    target: Target,
+    value: impl Fn(&T) -> Option<f64>,
+) -> ScenarioResult {
+    let row = ScenarioResult::new(id, title, unit, target);
+    let row = match &outcomes.ours {
+        Ok(outcome) => row.ours(value(outcome)),
+        Err(error) => row.failed(error),
+    };
+    row.stakater(outcomes.stakater.as_ref().map(&value).map_err(Clone::clone))
+}
+
+/// A row only ours has.
+fn ours_only<T>(
+    outcome: &Outcome<T>,
+    note: &str,
+    row: ScenarioResult,
+    value: impl Fn(&T) -> Option<f64>,
+) -> ScenarioResult {
+    let row = match outcome {
+        Ok(outcome) => row.ours(value(outcome)),
+        Err(error) => row.failed(error),
+    };
+    row.stakater(Err(note.to_owned()))
+}
+
+fn memory_rows(memory: &[MemoryAtScale]) -> Vec<ScenarioResult> {
+    let mut rows = Vec::new();
+    let spread = |samples: &Outcome<Vec<StartupSample>>,
+                  pick: fn(&StartupSample) -> f64|
+     -> Outcome<Option<Spread>> {
+        samples.as_ref().map(|s| Spread::of(&s.iter().map(pick).collect::<Vec<_>>())).map_err(Clone::clone)
+    };
+    for point in memory {
+        let figures = [
+            Figure::new(
+                "steady",
+                "steady VmRSS after ready",
+                "MiB",
+                Target::RatioAtMost(0.10),
+                |s: &StartupSample| s.steady_bytes / MIB,
+            ),
+            Figure::new("peak", "peak VmHWM during start-up", "MiB", Target::RatioAtMost(0.20), |s| {
+                s.peak_bytes / MIB
+            }),
+        ];
+        for Figure { id, title, target, pick, .. } in figures {
+            let ours = spread(&point.ours, pick);
+            let stakater = spread(&point.stakater, pick);
+            let outcomes = PerSubject { ours: ours.clone(), stakater: stakater.clone() };
+            let row = figure(
+                &outcomes,
+                &format!("M1-{id}@{}", point.scale),
+                &format!("M1 {title}, {} objects", point.objects),
+                "MiB",
+                target,
+                |s| s.map(|s| s.median),
+            );
+            rows.push(
+                row.detail(json!({ "objects": point.objects, "ours": ours.ok(), "stakater": stakater.ok() })),
+            );
+        }
+    }
+    rows.push(slope_row(memory));
+    // S1 at the largest size.
+    if let Some(point) = memory.last() {
+        let at = PerSubject { ours: point.ours.clone(), stakater: point.stakater.clone() };
+        let median = |pick: fn(&StartupSample) -> f64| {
+            move |samples: &Vec<StartupSample>| {
+                Spread::of(&samples.iter().map(pick).collect::<Vec<_>>()).map(|s| s.median)
+            }
+        };
+        let detail =
+            json!({ "objects": point.objects, "stakater_ready_endpoint": "/live (it has no /readyz)" });
+        rows.push(
+            figure(
+                &at,
+                "S1-ready",
+                "S1 process start to ready",
+                "s",
+                Target::RatioAtMost(0.5),
+                median(|s| s.ready_seconds),
+            )
+            .detail(detail.clone()),
+        );
+        rows.push(
+            figure(
+                &at,
+                "S1-first-reload",
+                "S1 process start to first reload applied",
+                "s",
+                Target::RatioAtMost(0.5),
+                median(|s| s.first_reload_seconds),
+            )
+            .detail(detail),
+        );
+    }
+    rows
+}
+
+/// Bytes per object: the least-squares slope of steady RSS against object count.
+fn slope_row(memory: &[MemoryAtScale]) -> ScenarioResult {
+    let points = |pick: fn(&MemoryAtScale) -> &Outcome<Vec<StartupSample>>| -> Outcome<Vec<(f64, f64)>> {
+        memory
+            .iter()
+            .map(|point| {
+                let samples = pick(point).as_ref().map_err(Clone::clone)?;
+                let steady: Vec<f64> = samples.iter().map(|s| s.steady_bytes).collect();
+                Ok((point.objects as f64, Spread::of(&steady).map_or(0.0, |s| s.median)))
+            })
+            .collect()
+    };
+    let outcomes = PerSubject { ours: points(|p| &p.ours), stakater: points(|p| &p.stakater) };
+    let row = figure(
+        &outcomes,
+        "M1-slope",
+        "M1 steady RSS per indexed object",
+        "bytes/object",
+        Target::Informational,
+        |p| slope(p),
+    );
+    row.detail(json!({ "points_ours": outcomes.ours.ok(), "points_stakater": outcomes.stakater.ok() }))
+}
+
+fn latency_rows(latency: &PerSubject<LatencyOutcome>, floor: &Outcome<Latencies>) -> Vec<ScenarioResult> {
+    let floor_p50 = floor.as_ref().ok().and_then(|f| f.p50);
+    let detail =
+        |o: &LatencyOutcome| json!({ "l1": o.l1, "f1_seconds": o.f1_seconds, "f1_missed": o.f1_missed });
+    let l1_detail = json!({
+        "ours": latency.ours.as_ref().ok().map(detail),
+        "stakater": latency.stakater.as_ref().ok().map(detail),
+        "ours_p50_over_floor_p50": latency.ours.as_ref().ok().and_then(|o| Some(o.l1.p50? / floor_p50?)),
+    });
+    let a1_detail = |o: &LatencyOutcome| json!({ "l1": o.l1_api, "f1": o.f1_api });
+    let mut rows = vec![
+        figure(latency, "L1-p50", "L1 update to workload change, p50", "ms", Target::RatioAtMost(0.5), |o| {
+            o.l1.p50
+        })
+        .detail(l1_detail.clone()),
+        figure(latency, "L1-p99", "L1 update to workload change, p99", "ms", Target::RatioAtMost(0.5), |o| {
+            o.l1.p99
+        })
+        .detail(l1_detail),
+    ];
+    for (id, title, pick) in [
+        (
+            "L1-floor-p50",
+            "L1 floor (watch then PATCH), p50",
+            (|f: &Latencies| f.p50) as fn(&Latencies) -> Option<f64>,
+        ),
+        ("L1-floor-p99", "L1 floor (watch then PATCH), p99", |f: &Latencies| f.p99),
+    ] {
+        let row = ScenarioResult::new(id, title, "ms", Target::Informational);
+        rows.push(ours_only(floor, FLOOR_NOTE, row, pick).detail(json!(floor.as_ref().ok())));
+    }
+    rows.push(
+        figure(
+            latency,
+            "F1",
+            "F1 update to last of the fan-out changed",
+            "s",
+            Target::RatioAtMost(0.10),
+            |o| o.f1_spread.map(|s| s.median),
+        )
+        .detail(json!({
+            "ours": latency.ours.as_ref().ok().map(|o| o.f1_spread),
+            "stakater": latency.stakater.as_ref().ok().map(|o| o.f1_spread),
+        })),
+    );
+    let api = json!({
+        "ours": latency.ours.as_ref().ok().map(a1_detail),
+        "stakater": latency.stakater.as_ref().ok().map(a1_detail),
+    });
+    rows.push(
+        figure(
+            latency,
+            "A1-list-per-event",
+            "A1 LIST requests per update (L1+F1)",
+            "LIST/update",
+            Target::Equals(0.0),
+            |o| {
+                let lists =
+                    o.l1_api.requests.get(RequestClass::List) + o.f1_api.requests.get(RequestClass::List);
+                Some(lists as f64 / (o.l1_api.events + o.f1_api.events).max(1) as f64)
+            },
+        )
+        .detail(api.clone()),
+    );
+    rows.push(
+        figure(
+            latency,
+            "A1-writes-per-needed",
+            "A1 workload writes per workload that needed one",
+            "ratio",
+            Target::Equals(1.0),
+            |o| {
+                let writes = o.l1_api.requests.get(RequestClass::WorkloadWrite)
+                    + o.f1_api.requests.get(RequestClass::WorkloadWrite);
+                Some(writes as f64 / (o.l1_api.writes_needed + o.f1_api.writes_needed).max(1) as f64)
+            },
+        )
+        .detail(api),
+    );
+    rows
+}
+
+fn failover_rows(failover: &Outcome<FailoverOutcome>, lease: LeaseTimings) -> Vec<ScenarioResult> {
+    let limit = lease.duration.as_secs_f64() + 2.0;
+    let detail = json!(failover.as_ref().ok());
+    let figures = [
+        Figure::new(
+            "H1-lost",
+            "H1 updates lost across the fail-over",
+            "count",
+            Target::Equals(0.0),
+            |f: &FailoverOutcome| Some(f.lost as f64),
+        ),
+        Figure::new("H1-doubled", "H1 updates applied twice", "count", Target::Equals(0.0), |f| {
+            Some(f.doubled as f64)
+        }),
+        Figure::new(
+            "H1-takeover",
+            "H1 SIGKILL to the new leader's first write",
+            "s",
+            Target::AtMost(limit),
+            |f| f.takeover_seconds,
+        ),
+    ];
+    figures
+        .into_iter()
+        .map(|f| ours_only(failover, H1_NOTE, f.row(), f.pick).detail(detail.clone()))
+        .collect()
+}
+
+fn sidecar_rows(sidecar: &Outcome<SidecarOutcome>) -> Vec<ScenarioResult> {
+    let detail: Value = json!(sidecar.as_ref().ok());
+    let figures = [
+        Figure::new(
+            "P1-swap-p50",
+            "P1 update to files swapped, p50",
+            "ms",
+            Target::Informational,
+            |s: &SidecarOutcome| s.swapped.p50,
+        ),
+        Figure::new("P1-swap-p99", "P1 update to files swapped, p99", "ms", Target::AtMost(100.0), |s| {
+            s.swapped.p99
+        }),
+        Figure::new("P1-notify-p50", "P1 update to endpoint called, p50", "ms", Target::Informational, |s| {
+            s.notified.p50
+        }),
+        Figure::new("P1-notify-p99", "P1 update to endpoint called, p99", "ms", Target::AtMost(100.0), |s| {
+            s.notified.p99
+        }),
+    ];
+    figures.into_iter().map(|f| ours_only(sidecar, P1_NOTE, f.row(), f.pick).detail(detail.clone())).collect()
+}
+
+fn memory_points(memory: &[MemoryAtScale]) -> Vec<MemoryPoint> {
+    let mut points = Vec::new();
+    for point in memory {
+        for (subject, samples) in [("ours", &point.ours), ("stakater", &point.stakater)] {
+            let Ok(samples) = samples else { continue };
+            let median = |pick: fn(&StartupSample) -> f64| {
+                Spread::of(&samples.iter().map(pick).collect::<Vec<_>>()).map_or(0.0, |s| s.median)
+            };
+            points.push(MemoryPoint {
+                subject: subject.to_owned(),
+                scale: point.scale,
+                objects: point.objects,
+                steady_bytes: median(|s| s.steady_bytes),
+                peak_bytes: median(|s| s.peak_bytes),
+            });
+        }
+    }
+    points
+}

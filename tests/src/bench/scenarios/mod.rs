@@ -1,0 +1,8 @@
+//! The scenarios of bench.md, each measuring one controller (or the floor) at a time.
+
+pub mod coalesce;
+pub mod failover;
+pub mod latency;
+pub mod pairs;
+pub mod sidecar;
+pub mod startup;
