@@ -6,6 +6,7 @@ pub mod events;
 pub mod explain;
 pub mod http;
 pub mod leader;
+pub mod memory;
 pub mod meta_info;
 pub mod metrics;
 pub mod run;

@@ -41,6 +41,7 @@ enum Command {
 const EXIT_USAGE: u8 = 2;
 
 fn main() -> ExitCode {
+    reloader_cli::memory::limit_arenas();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // --help and --version: printed to stdout, exit 0.

@@ -54,6 +54,7 @@ async fn run(
         elapsed = ?started.elapsed(),
         "caches synced; ready"
     );
+    crate::memory::release_free_memory();
     health.set_ready(true);
 
     let mut leader = ctx.leader.clone();
