@@ -179,8 +179,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", default_value = "0s")]
     pub coalesce_period: String,
 
-    /// Global limit on workload writes per second (0: no limit)
-    #[arg(long, value_name = "RATE", default_value_t = 50.0)]
+    /// Global limit on workload writes per second, so a fan-out to thousands of workloads cannot
+    /// flood the API server (0: no limit)
+    #[arg(long, value_name = "RATE", default_value_t = 200.0)]
     pub max_writes_per_second: f64,
 
     /// Log and count every write without making it

@@ -218,7 +218,7 @@ fn meta_info_json() {
     assert_eq!(json["isOpenshift"], serde_json::Value::Null);
     assert_eq!(json["metricsAddr"], "0.0.0.0:9090");
     assert_eq!(json["coalescePeriod"], "2s");
-    assert_eq!(json["maxWritesPerSecond"], 50.0);
+    assert_eq!(json["maxWritesPerSecond"], 200.0);
     assert_eq!(json["ignoredSecretTypes"], serde_json::json!(["helm.sh/release.v1"]));
     assert_eq!(json["alertOnReload"], true);
 }

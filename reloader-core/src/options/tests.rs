@@ -87,7 +87,7 @@ fn flag_defaults_are_stakaters() {
     ];
     assert!(lists.iter().all(|l| l.is_empty()));
     assert_eq!(a.ignored_secret_types, ["helm.sh/release.v1"]);
-    assert_eq!(a.max_writes_per_second, 50.0);
+    assert_eq!(a.max_writes_per_second, 200.0);
     assert_eq!(a.leader_election_namespace, None);
     assert_eq!(a.otlp_endpoint, None);
 }
@@ -111,7 +111,7 @@ fn default_options() {
     assert_eq!(o.metrics_addr, "0.0.0.0:9090".parse().unwrap());
     assert_eq!(o.pprof_addr, None);
     assert_eq!(o.coalesce_period, Duration::ZERO);
-    assert_eq!(o.max_writes_per_second, 50.0);
+    assert_eq!(o.max_writes_per_second, 200.0);
     assert_eq!(o.ignored_secret_types, BTreeSet::from(["helm.sh/release.v1".to_owned()]));
     assert_eq!(o.admission_webhook, None);
     assert_eq!(o.otlp_endpoint, None);
