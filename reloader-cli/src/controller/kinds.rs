@@ -29,15 +29,23 @@ pub struct EnabledKinds(Vec<WorkloadKind>);
 impl EnabledKinds {
     /// Applies `--ignored-workload-types`, `--is-Argo-Rollouts` and `--is-openshift` (empty:
     /// enabled when the API server serves apps.openshift.io/v1).
-    pub async fn resolve(client: &Client, options: &Options) -> Result<Self, kube::Error> {
+    /// A kind switched on explicitly but not served stops start-up: watching it would only
+    /// retry 404s forever and never become ready, which hides the real problem.
+    pub async fn resolve(client: &Client, options: &Options) -> Result<Self, KindsError> {
         let openshift = match options.openshift {
-            Some(on) => on,
+            Some(true) => {
+                require(client, "--is-openshift=true", "apps.openshift.io/v1", "deploymentconfigs").await?
+            }
+            Some(false) => false,
             None => {
                 let served = serves(client, "apps.openshift.io/v1", "deploymentconfigs").await?;
                 info!(served, "detected apps.openshift.io/v1 DeploymentConfig");
                 served
             }
         };
+        if options.argo_rollouts && !options.ignored_workloads.contains(&WorkloadKind::Rollout) {
+            require(client, "--is-Argo-Rollouts=true", "argoproj.io/v1alpha1", "rollouts").await?;
+        }
         let kinds = WorkloadKind::ALL
             .into_iter()
             .filter(|k| !options.ignored_workloads.contains(k))
@@ -63,6 +71,29 @@ impl fmt::Display for EnabledKinds {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let names: Vec<_> = self.0.iter().map(|k| k.as_str()).collect();
         f.write_str(&names.join(","))
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum KindsError {
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    #[error(
+        "{flag} but the API server does not serve {plural}.{group_version}: install its CRD or turn the flag off"
+    )]
+    NotServed { flag: &'static str, group_version: &'static str, plural: &'static str },
+}
+
+async fn require(
+    client: &Client,
+    flag: &'static str,
+    group_version: &'static str,
+    plural: &'static str,
+) -> Result<bool, KindsError> {
+    if serves(client, group_version, plural).await? {
+        Ok(true)
+    } else {
+        Err(KindsError::NotServed { flag, group_version, plural })
     }
 }
 
