@@ -59,6 +59,7 @@ pub struct Metrics {
     index_objects: Family<KindLabels, Gauge>,
     reload_latency: Histogram,
     coalesced: Counter,
+    rate_limit_wait: Histogram,
     notifications: Family<ChannelLabels, Counter>,
     dry_run_writes: Family<WorkloadKindLabels, Counter>,
     admission_requests: Family<AdmissionLabels, Counter>,
@@ -198,6 +199,12 @@ impl Metrics {
             "Reloads absorbed by a pending write to the same workload",
             coalesced.clone(),
         );
+        let rate_limit_wait = latency_histogram();
+        registry.register(
+            "reloader_write_rate_limit_wait_seconds",
+            "Time writes waited for --max-writes-per-second before being sent",
+            rate_limit_wait.clone(),
+        );
         let notifications = Family::<ChannelLabels, Counter>::default();
         registry.register(
             "reloader_notifications",
@@ -252,6 +259,7 @@ impl Metrics {
             index_objects,
             reload_latency,
             coalesced,
+            rate_limit_wait,
             notifications,
             dry_run_writes,
             admission_requests,
@@ -360,6 +368,11 @@ impl Metrics {
 
     pub fn coalesced(&self, n: u64) {
         self.coalesced.inc_by(n);
+    }
+
+    /// `reloader_write_rate_limit_wait_seconds`: how long a write waited for the global rate limit.
+    pub fn rate_limit_wait(&self, wait: Duration) {
+        self.rate_limit_wait.observe(wait.as_secs_f64());
     }
 
     /// `reloader_notifications_total{channel, success}`; channel is e.g. `alert-slack`, `webhook`.

@@ -170,11 +170,11 @@ impl Executor {
                 inner.ctx.metrics.coalesced(pending.merged - 1);
             }
             if !pending.changes.is_empty() {
-                inner.limiter.acquire().await;
+                inner.ctx.metrics.rate_limit_wait(inner.limiter.acquire().await);
                 writer::reload(&inner.ctx, &key, &pending.changes, pending.first_event).await;
             }
             if pending.resume {
-                inner.limiter.acquire().await;
+                inner.ctx.metrics.rate_limit_wait(inner.limiter.acquire().await);
                 writer::resume(&inner.ctx, &key).await;
             }
             debug!(workload = %key, "write finished");
@@ -197,9 +197,11 @@ impl RateLimiter {
         RateLimiter { rate, state: tokio::sync::Mutex::new((rate.min(1e9), Instant::now())) }
     }
 
-    async fn acquire(&self) {
+    /// Waits for a token; returns how long it waited.
+    async fn acquire(&self) -> Duration {
+        let started = Instant::now();
         if self.rate.is_infinite() {
-            return;
+            return Duration::ZERO;
         }
         let mut state = self.state.lock().await;
         let (tokens, last) = &mut *state;
@@ -213,5 +215,6 @@ impl RateLimiter {
             *last = Instant::now();
         }
         *tokens -= 1.0;
+        started.elapsed()
     }
 }

@@ -40,6 +40,7 @@ fn touch_every_metric(metrics: &Metrics) {
     metrics.set_index_sizes(10, 3);
     metrics.reload_latency(Duration::from_millis(150));
     metrics.coalesced(2);
+    metrics.rate_limit_wait(Duration::from_millis(20));
     metrics.notification("alert-slack", false);
     metrics.dry_run_write("StatefulSet");
 }
@@ -71,6 +72,7 @@ fn our_own_metrics_are_exported() {
         "reloader_index_objects{kind=\"workloads\"} 3",
         "reloader_reload_latency_seconds_count 1",
         "reloader_coalesced_reloads_total 2",
+        "reloader_write_rate_limit_wait_seconds_count 1",
         "reloader_notifications_total{channel=\"alert-slack\",success=\"false\"} 1",
         "reloader_dry_run_writes_total{workload_kind=\"StatefulSet\"} 1",
         "reloader_workloads_scanned_total{kind=\"Deployment\"} 5",
