@@ -185,12 +185,42 @@ impl Engine {
         }
     }
 
-    fn apply_pending(&mut self, first: SourceEvent, events: &mut mpsc::Receiver<SourceEvent>) {
+    /// Waits for the next change and applies it with every change already queued behind it.
+    async fn receive(&mut self, events: &mut mpsc::Receiver<SourceEvent>) -> Result<(), EngineError> {
+        let first = events.recv().await.ok_or(EngineError::WatchersStopped)?;
         self.tracker.apply(first);
         // Several changes already queued become one generation.
         while let Ok(event) = events.try_recv() {
             self.tracker.apply(event);
         }
+        Ok(())
+    }
+}
+
+/// When a failed write is tried again: after a growing delay, reset by a successful write.
+struct WriteRetry {
+    backoff: ExponentialBackoff,
+    at: Option<Instant>,
+}
+
+impl WriteRetry {
+    fn new() -> Self {
+        Self { backoff: ExponentialBackoff::new(WRITE_RETRY_INITIAL, WRITE_RETRY_MAX), at: None }
+    }
+
+    /// Keeps an already scheduled retry, so a stream of changes does not postpone it.
+    fn schedule(&mut self) {
+        let backoff = &mut self.backoff;
+        self.at.get_or_insert_with(|| Instant::now() + backoff.next().unwrap_or(WRITE_RETRY_MAX));
+    }
+
+    /// Completes when the scheduled retry is due; never while none is scheduled.
+    async fn due(&mut self) {
+        match self.at {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+        self.at = None;
     }
 }
 
@@ -203,27 +233,21 @@ pub(crate) async fn sidecar_loop(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), EngineError> {
     let mut shutdown = std::pin::pin!(shutdown);
-    let mut retry = ExponentialBackoff::new(WRITE_RETRY_INITIAL, WRITE_RETRY_MAX);
-    let mut retry_at: Option<Instant> = None;
+    let mut retry = WriteRetry::new();
     loop {
         tokio::select! {
-            event = events.recv() => match event {
-                Some(event) => engine.apply_pending(event, &mut events),
-                None => return Err(EngineError::WatchersStopped),
-            },
-            () = sleep_until_some(retry_at) => retry_at = None,
+            received = engine.receive(&mut events) => received?,
+            () = retry.due() => {}
             () = &mut shutdown => return Ok(()),
         }
         match engine.sync().await {
             SyncOutcome::Written => {
                 generations.send_modify(|generation| *generation += 1);
                 engine.metrics.set_ready();
-                retry = ExponentialBackoff::new(WRITE_RETRY_INITIAL, WRITE_RETRY_MAX);
+                retry = WriteRetry::new();
             }
             SyncOutcome::Unchanged => engine.metrics.set_ready(),
-            SyncOutcome::Failed => {
-                retry_at.get_or_insert_with(|| Instant::now() + retry.next().unwrap_or(WRITE_RETRY_MAX));
-            }
+            SyncOutcome::Failed => retry.schedule(),
             SyncOutcome::Waiting => {}
         }
     }
@@ -237,15 +261,11 @@ pub(crate) async fn init_loop(
     timeout: Duration,
 ) -> Result<(), EngineError> {
     let deadline = Instant::now() + timeout;
-    let mut retry = ExponentialBackoff::new(WRITE_RETRY_INITIAL, WRITE_RETRY_MAX);
-    let mut retry_at: Option<Instant> = None;
+    let mut retry = WriteRetry::new();
     loop {
         tokio::select! {
-            event = events.recv() => match event {
-                Some(event) => engine.apply_pending(event, &mut events),
-                None => return Err(EngineError::WatchersStopped),
-            },
-            () = sleep_until_some(retry_at) => retry_at = None,
+            received = engine.receive(&mut events) => received?,
+            () = retry.due() => {}
             () = tokio::time::sleep_until(deadline) => {
                 return Err(match engine.last_write_error.take() {
                     Some(error) if engine.tracker.desired().is_some() => EngineError::InitWriteFailed { after: timeout, error },
@@ -255,18 +275,9 @@ pub(crate) async fn init_loop(
         }
         match engine.sync().await {
             SyncOutcome::Written | SyncOutcome::Unchanged => return Ok(()),
-            SyncOutcome::Failed => {
-                retry_at.get_or_insert_with(|| Instant::now() + retry.next().unwrap_or(WRITE_RETRY_MAX));
-            }
+            SyncOutcome::Failed => retry.schedule(),
             SyncOutcome::Waiting => {}
         }
-    }
-}
-
-async fn sleep_until_some(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 
