@@ -10,7 +10,6 @@ pub mod memory;
 pub mod meta_info;
 pub mod metrics;
 pub mod run;
-pub mod sidecar;
 pub mod telemetry;
 pub mod webhook;
 pub mod webhook_notify;
