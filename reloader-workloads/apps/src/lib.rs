@@ -14,7 +14,7 @@ mod workload;
 
 pub use kind::AppsKind;
 pub use pause::{PauseDeadline, pause_deadline};
-pub use workload::{AppsWorkload, DaemonSetWorkload, DeploymentWorkload, StatefulSetWorkload};
+pub use workload::AppsWorkload;
 
 #[cfg(test)]
 mod tests;

@@ -3,48 +3,16 @@ use std::time::{Duration, SystemTime};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use reloader_core::annotations::{AnnotationKeys, LAST_RELOADED_FROM};
 use reloader_core::hash::DELETE_MARKER_HASH;
-use reloader_core::markers::annotation_marker_value;
-use reloader_core::model::{ContentHash, ReloadStrategy, ResourceKey, ResourceKind, WorkloadKind};
-use reloader_core::workload::{
-    MarkerAction, MarkerChange, PatchKind, Workload, WorkloadWrite, WriteContext, WriteError,
-};
+use reloader_core::model::{ReloadStrategy, ResourceKind, WorkloadKind};
+use reloader_core::workload::{MarkerChange, PatchKind, Workload, WorkloadWrite, WriteError};
+use reloader_workload_testkit::*;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::{AppsKind, AppsWorkload, PauseDeadline, pause_deadline};
 
-const NOW_UNIX: i64 = 1_723_000_000;
-const NOW: &str = "2024-08-07T03:06:40Z";
-const H1: ContentHash = ContentHash([0x11; 20]);
-const H2: ContentHash = ContentHash([0x22; 20]);
-const ENV_CM: &str = "STAKATER_APP_CONFIG_CONFIGMAP";
-const ENV_SECRET: &str = "STAKATER_DB_SECRET";
 const PAUSE_PERIOD: &str = "deployment.reloader.stakater.com/pause-period";
 const PAUSED_AT: &str = "deployment.reloader.stakater.com/paused-at";
-
-fn cm() -> ResourceKey {
-    ResourceKey::new(ResourceKind::ConfigMap, "ns", "app-config")
-}
-
-fn secret() -> ResourceKey {
-    ResourceKey::new(ResourceKind::Secret, "ns", "db")
-}
-
-fn set(resource: ResourceKey, hash: ContentHash, strategy: ReloadStrategy, container: u16) -> MarkerChange {
-    MarkerChange { resource, action: MarkerAction::Set(hash), strategy, container }
-}
-
-fn remove(resource: ResourceKey, strategy: ReloadStrategy) -> MarkerChange {
-    MarkerChange { resource, action: MarkerAction::Remove, strategy, container: 0 }
-}
-
-fn marker(resource: &ResourceKey, hash: ContentHash, container: &str) -> String {
-    annotation_marker_value(resource, &hash, container, NOW_UNIX)
-}
-
-fn write_context(keys: &AnnotationKeys) -> WriteContext<'_> {
-    WriteContext { keys, now_unix: NOW_UNIX, now_rfc3339: NOW.into() }
-}
 
 /// An object of any apps/v1 kind around `template`, with `annotations` and `paused` on it.
 fn object<K: DeserializeOwned>(kind: &str, annotations: Value, paused: Option<bool>, template: Value) -> K {
@@ -61,27 +29,21 @@ fn object<K: DeserializeOwned>(kind: &str, annotations: Value, paused: Option<bo
     .expect("valid apps/v1 object")
 }
 
+/// Containers `app` (with `app_env`) and `sidecar`, labelled `app: web`.
+fn template(annotations: Option<Value>, app_env: Value) -> Value {
+    let containers = json!([container("app", "app:1", Some(app_env)), container("sidecar", "proxy:1", None)]);
+    pod_template("web", annotations, containers)
+}
+
 fn plain_template() -> Value {
-    json!({
-        "metadata": {"labels": {"app": "web"}},
-        "spec": {"containers": [
-            {"name": "app", "image": "app:1", "env": [{"name": "LOG", "value": "info"}]},
-            {"name": "sidecar", "image": "proxy:1"}
-        ]}
-    })
+    template(None, json!([env_var("LOG", "info")]))
 }
 
 fn reloaded_template() -> Value {
-    json!({
-        "metadata": {"labels": {"app": "web"}, "annotations": {LAST_RELOADED_FROM: marker(&cm(), H1, "app")}},
-        "spec": {"containers": [
-            {"name": "app", "image": "app:1", "env": [
-                {"name": "LOG", "value": "info"},
-                {"name": ENV_CM, "value": H1.to_hex()}
-            ]},
-            {"name": "sidecar", "image": "proxy:1"}
-        ]}
-    })
+    template(
+        Some(marker_annotation(&cm(), H1, "app")),
+        json!([env_var("LOG", "info"), env_var(ENV_CM, H1.to_hex())]),
+    )
 }
 
 fn strategic(template_patch: Value) -> Option<WorkloadWrite> {

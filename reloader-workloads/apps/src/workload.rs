@@ -1,6 +1,5 @@
 //! The one `Workload` implementation for every apps/v1 kind.
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use reloader_core::markers::template_strategic_patch;
@@ -26,10 +25,6 @@ impl<K> Clone for AppsWorkload<'_, K> {
 }
 
 impl<K> Copy for AppsWorkload<'_, K> {}
-
-pub type DeploymentWorkload<'a> = AppsWorkload<'a, Deployment>;
-pub type DaemonSetWorkload<'a> = AppsWorkload<'a, DaemonSet>;
-pub type StatefulSetWorkload<'a> = AppsWorkload<'a, StatefulSet>;
 
 impl<K: AppsKind> Workload for AppsWorkload<'_, K> {
     fn kind(&self) -> WorkloadKind {

@@ -1,12 +1,13 @@
 //! The Argo Rollouts backend: `argoproj.io/v1alpha1` Rollout.
 //!
-//! [`Rollout`] is a minimal serde type (metadata, pod template, `paused`, `restartAt` typed; the
-//! rest kept as JSON) implementing `k8s_openapi::Resource` and `Metadata`, hence `kube::Resource`.
+//! [`Rollout`] is the shared lossless CRD object type (`reloader-workload-crd`) around
+//! [`RolloutSpec`] (pod template, `paused`, `restartAt` typed; the rest kept as JSON), hence a
+//! `kube::Resource` and a core `Workload`.
 //!
 //! Two ways to reload, chosen by the `reloader.stakater.com/rollout-strategy` annotation:
 //!
-//! - `rollout` (default): the pod template is changed by an RFC 6902 JSON patch (core
-//!   `json_patch`; a CRD answers 415 to strategic merge), guarded by a `resourceVersion` test;
+//! - `rollout` (default): the pod template is changed by the shared CRD JSON patch, guarded by a
+//!   `resourceVersion` test (a CRD answers 415 to strategic merge);
 //! - `restart`: a merge patch setting `spec.restartAt` to now, the template left alone. The same
 //!   patch records the marker as the `last-reloaded-from` annotation on the Rollout's own
 //!   metadata, and the Rollout's view reads it back, so replays, resyncs and the start-up
@@ -16,12 +17,10 @@
 //!
 //! A `workloadRef` Rollout has no inline template: it is skipped (`WriteError::NoTemplate`).
 
+mod restart;
 mod types;
-mod workload;
 
-pub use types::{
-    API_VERSION, GROUP, KIND, LIST_KIND, PLURAL, ROLLOUT_STRATEGY_RESTART, Rollout, RolloutSpec, VERSION,
-};
+pub use types::{API_VERSION, KIND, Rollout, RolloutSpec};
 
 #[cfg(test)]
 mod tests;

@@ -1,43 +1,14 @@
+use k8s_openapi::Resource;
 use reloader_core::annotations::{AnnotationKeys, LAST_RELOADED_FROM};
 use reloader_core::hash::DELETE_MARKER_HASH;
-use reloader_core::markers::annotation_marker_value;
-use reloader_core::model::{
-    ContentHash, ReloadStrategy, ResourceKey, ResourceKind, WorkloadKey, WorkloadKind,
-};
-use reloader_core::workload::{
-    MarkerAction, MarkerChange, PatchKind, Workload, WorkloadWrite, WriteContext, WriteError,
-};
+use reloader_core::model::{ReloadStrategy, ResourceKey, WorkloadKey, WorkloadKind};
+use reloader_core::workload::{MarkerAction, MarkerChange, PatchKind, Workload, WorkloadWrite, WriteError};
+use reloader_workload_testkit::*;
 use serde_json::{Map, Value, json};
 
-use crate::{API_VERSION, GROUP, KIND, PLURAL, Rollout, VERSION};
+use crate::Rollout;
 
-const NOW_UNIX: i64 = 1_723_000_000;
-const NOW: &str = "2024-08-07T03:06:40Z";
-const H1: ContentHash = ContentHash([0x11; 20]);
-const H2: ContentHash = ContentHash([0x22; 20]);
-const ENV_CM: &str = "STAKATER_APP_CONFIG_CONFIGMAP";
-const ENV_SECRET: &str = "STAKATER_DB_SECRET";
 const STRATEGY: &str = "reloader.stakater.com/rollout-strategy";
-
-fn cm() -> ResourceKey {
-    ResourceKey::new(ResourceKind::ConfigMap, "ns", "app-config")
-}
-
-fn secret() -> ResourceKey {
-    ResourceKey::new(ResourceKind::Secret, "ns", "db")
-}
-
-fn set(resource: ResourceKey, hash: ContentHash, strategy: ReloadStrategy, container: u16) -> MarkerChange {
-    MarkerChange { resource, action: MarkerAction::Set(hash), strategy, container }
-}
-
-fn remove(resource: ResourceKey, strategy: ReloadStrategy) -> MarkerChange {
-    MarkerChange { resource, action: MarkerAction::Remove, strategy, container: 0 }
-}
-
-fn marker(resource: &ResourceKey, hash: ContentHash, container: &str) -> String {
-    annotation_marker_value(resource, &hash, container, NOW_UNIX)
-}
 
 /// A Rollout as the API server returns it, with `annotations` and `template`.
 fn object(annotations: Value, template: Value) -> Value {
@@ -58,26 +29,12 @@ fn object(annotations: Value, template: Value) -> Value {
     })
 }
 
-fn template(annotations: Option<Value>, app_env: Value) -> Value {
-    let mut metadata = json!({"labels": {"app": "shop"}});
-    if let Some(annotations) = annotations {
-        metadata["annotations"] = annotations;
-    }
-    json!({"metadata": metadata, "spec": {"containers": [
-        {"name": "web", "image": "web:1", "env": app_env},
-        {"name": "proxy", "image": "proxy:1"}
-    ]}})
-}
-
 fn plain() -> Value {
-    template(None, json!([{"name": "LOG", "value": "info"}]))
+    unmarked_web_proxy("shop")
 }
 
 fn marked() -> Value {
-    template(
-        Some(json!({LAST_RELOADED_FROM: marker(&cm(), H1, "web")})),
-        json!([{"name": "LOG", "value": "info"}, {"name": ENV_CM, "value": H1.to_hex()}]),
-    )
+    marked_web_proxy("shop")
 }
 
 fn rollout(annotations: Value, template: Value) -> Rollout {
@@ -86,14 +43,11 @@ fn rollout(annotations: Value, template: Value) -> Rollout {
 
 fn reload(object: &Rollout, changes: &[MarkerChange]) -> Result<Option<WorkloadWrite>, WriteError> {
     let keys = AnnotationKeys::default();
-    let ctx = WriteContext { keys: &keys, now_unix: NOW_UNIX, now_rfc3339: NOW.into() };
-    object.reload_write(changes, &ctx)
+    object.reload_write(changes, &write_context(&keys))
 }
 
 fn json_patch(ops: Value) -> Option<WorkloadWrite> {
-    let mut all = vec![json!({"op": "test", "path": "/metadata/resourceVersion", "value": "77"})];
-    all.extend(ops.as_array().unwrap().iter().cloned());
-    Some(WorkloadWrite::Patch { kind: PatchKind::Json, body: Value::Array(all) })
+    Some(WorkloadWrite::Patch { kind: PatchKind::Json, body: guarded_json_patch("77", ops) })
 }
 
 fn restart(recorded: String) -> Option<WorkloadWrite> {
@@ -160,10 +114,7 @@ fn rollout_strategy_patches_the_template() {
         let written = reload(&rollout(annotations.clone(), before.clone()), &changes);
         assert_eq!(written, Ok(expected.clone()), "{name}");
         if let Some(WorkloadWrite::Patch { body, .. }) = expected {
-            let mut served = object(annotations.clone(), before);
-            let patch: json_patch::Patch = serde_json::from_value(body).unwrap();
-            json_patch::patch(&mut served, &patch).unwrap_or_else(|e| panic!("{name}: {e}"));
-            let after = served["spec"]["template"].take();
+            let (after, served) = apply_json_patch(name, object(annotations.clone(), before), body);
             let mut untouched = object(annotations, Value::Null);
             untouched["spec"]["template"] = Value::Null;
             assert_eq!(served, untouched, "{name}: nothing outside the template changes");
@@ -302,10 +253,11 @@ fn round_trips_without_losing_fields() {
     assert!(parsed.paused());
     assert!(parsed.view(&AnnotationKeys::default()).paused);
     assert_eq!(parsed.other["status"]["phase"], "Healthy");
+    assert!(format!("{parsed:?}").starts_with("Rollout { api_version: "), "named after the kind");
     assert_eq!(serde_json::to_value(Rollout::default()).unwrap()["apiVersion"], "argoproj.io/v1alpha1");
     assert_eq!(
-        (GROUP, VERSION, API_VERSION, KIND, PLURAL),
+        (Rollout::GROUP, Rollout::VERSION, Rollout::API_VERSION, Rollout::KIND, Rollout::URL_PATH_SEGMENT),
         ("argoproj.io", "v1alpha1", "argoproj.io/v1alpha1", "Rollout", "rollouts")
     );
-    assert_eq!(<Rollout as k8s_openapi::Resource>::URL_PATH_SEGMENT, PLURAL);
+    assert_eq!((crate::API_VERSION, crate::KIND), (Rollout::API_VERSION, Rollout::KIND));
 }

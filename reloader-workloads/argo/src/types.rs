@@ -1,35 +1,18 @@
-//! A minimal, lossless serde type for `argoproj.io/v1alpha1` Rollout.
+//! `argoproj.io/v1alpha1` Rollout: its spec, typed where reloader reads or writes it.
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use reloader_core::annotations::AnnotationKeys;
+use reloader_core::model::WorkloadKind;
+use reloader_core::workload::{MarkerChange, WorkloadView, WorkloadWrite, WriteContext};
+use reloader_workload_crd::{CrdObject, CrdSpec};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub const GROUP: &str = "argoproj.io";
-pub const VERSION: &str = "v1alpha1";
 pub const API_VERSION: &str = "argoproj.io/v1alpha1";
 pub const KIND: &str = "Rollout";
-pub const LIST_KIND: &str = "RolloutList";
-/// The resource name in URLs and RBAC rules.
-pub const PLURAL: &str = "rollouts";
-/// The `rollout-strategy` annotation value that selects `spec.restartAt` restarts.
-pub const ROLLOUT_STRATEGY_RESTART: &str = "restart";
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Rollout {
-    #[serde(default = "api_version")]
-    pub api_version: String,
-    #[serde(default = "kind")]
-    pub kind: String,
-    #[serde(default)]
-    pub metadata: ObjectMeta,
-    #[serde(default)]
-    pub spec: RolloutSpec,
-    /// Every other top-level field (`status`, ...), kept as read.
-    #[serde(flatten)]
-    pub other: Map<String, Value>,
-}
+/// An Argo Rollout as read, lossless.
+pub type Rollout = CrdObject<RolloutSpec>;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -47,47 +30,39 @@ pub struct RolloutSpec {
     pub other: Map<String, Value>,
 }
 
-fn api_version() -> String {
-    API_VERSION.into()
-}
-
-fn kind() -> String {
-    KIND.into()
-}
-
-impl Default for Rollout {
-    fn default() -> Self {
-        Rollout {
-            api_version: api_version(),
-            kind: kind(),
-            metadata: ObjectMeta::default(),
-            spec: RolloutSpec::default(),
-            other: Map::new(),
-        }
-    }
-}
-
-impl k8s_openapi::Resource for Rollout {
+impl CrdSpec for RolloutSpec {
+    const GROUP: &'static str = "argoproj.io";
+    const VERSION: &'static str = "v1alpha1";
     const API_VERSION: &'static str = API_VERSION;
-    const GROUP: &'static str = GROUP;
     const KIND: &'static str = KIND;
-    const VERSION: &'static str = VERSION;
-    const URL_PATH_SEGMENT: &'static str = PLURAL;
-    type Scope = k8s_openapi::NamespaceResourceScope;
-}
+    const LIST_KIND: &'static str = "RolloutList";
+    const PLURAL: &'static str = "rollouts";
+    const WORKLOAD_KIND: WorkloadKind = WorkloadKind::Rollout;
 
-impl k8s_openapi::ListableResource for Rollout {
-    const LIST_KIND: &'static str = LIST_KIND;
-}
-
-impl k8s_openapi::Metadata for Rollout {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
+    fn template(&self) -> Option<&PodTemplateSpec> {
+        self.template.as_ref()
     }
 
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
+    fn paused(&self) -> bool {
+        self.paused.unwrap_or(false)
+    }
+
+    /// A `restart` Rollout's markers include what its own metadata records (its template never
+    /// changes, so that is where restarts are recorded).
+    fn refine_view(rollout: &Rollout, keys: &AnnotationKeys, view: &mut WorkloadView) {
+        crate::restart::overlay_restart_record(rollout, keys, view);
+    }
+
+    /// A `restartAt` restart under `rollout-strategy: restart`, else the template JSON patch.
+    fn template_write(
+        rollout: &Rollout,
+        template: &PodTemplateSpec,
+        changes: &[MarkerChange],
+        ctx: &WriteContext<'_>,
+    ) -> Option<WorkloadWrite> {
+        if crate::restart::restarts(rollout, ctx.keys) {
+            return crate::restart::restart_write(rollout, template, changes, ctx);
+        }
+        rollout.json_patch_write(template, changes, ctx)
     }
 }

@@ -1,31 +1,26 @@
 use k8s_openapi::api::batch::v1::CronJob;
-use reloader_core::annotations::{AnnotationKeys, LAST_RELOADED_FROM};
+use reloader_core::annotations::AnnotationKeys;
 use reloader_core::hash::DELETE_MARKER_HASH;
 use reloader_core::model::{ReloadStrategy, WorkloadKey, WorkloadKind};
 use reloader_core::workload::{MarkerChange, Workload, WorkloadWrite, WriteError};
 use serde_json::{Value, json};
 
 use crate::CronJobWorkload;
-use crate::test_support::*;
+use reloader_workload_testkit::*;
 
 fn containers(run_env: Value, upload_env: Option<Value>) -> Value {
-    let mut upload = json!({"name": "upload", "image": "up:1"});
-    if let Some(env) = upload_env {
-        upload["env"] = env;
-    }
-    json!([{"name": "run", "image": "report:1", "env": run_env}, upload])
+    json!([container("run", "report:1", Some(run_env)), container("upload", "up:1", upload_env)])
 }
 
-fn pod_template(annotations: Option<Value>, containers: Value) -> Value {
-    let mut metadata = json!({"labels": {"app": "report"}});
-    if let Some(annotations) = annotations {
-        metadata["annotations"] = annotations;
-    }
-    json!({"metadata": metadata, "spec": {"restartPolicy": "Never", "containers": containers}})
+/// A Job's pod template: labelled `app: report`, never restarted.
+fn job_pod_template(annotations: Option<Value>, containers: Value) -> Value {
+    let mut template = pod_template("report", annotations, containers);
+    template["spec"]["restartPolicy"] = json!("Never");
+    template
 }
 
 fn plain_template() -> Value {
-    pod_template(None, containers(json!([{"name": "LOG", "value": "info"}]), None))
+    job_pod_template(None, containers(json!([env_var("LOG", "info")]), None))
 }
 
 fn cron_job(suspend: Option<bool>, template: Value) -> CronJob {
@@ -83,9 +78,9 @@ fn reload(cron_job: &CronJob, changes: &[MarkerChange]) -> Result<Option<Value>,
 #[test]
 fn reload_creates_a_job_from_the_job_template() {
     use ReloadStrategy::{Annotations, EnvVars};
-    let log = json!({"name": "LOG", "value": "info"});
-    let cm_h1 = json!({"name": ENV_CM, "value": H1.to_hex()});
-    let with_marker = pod_template(None, containers(json!([log, cm_h1]), None));
+    let log = env_var("LOG", "info");
+    let cm_h1 = env_var(ENV_CM, H1.to_hex());
+    let with_marker = job_pod_template(None, containers(json!([log, cm_h1]), None));
     let cases: Vec<(&str, Value, Vec<MarkerChange>, Option<Value>)> = vec![
         (
             "env-vars on the first container",
@@ -97,23 +92,23 @@ fn reload_creates_a_job_from_the_job_template() {
             "env-vars on the second container",
             plain_template(),
             vec![set(cm(), H1, EnvVars, 1)],
-            Some(pod_template(None, containers(json!([log]), Some(json!([cm_h1]))))),
+            Some(job_pod_template(None, containers(json!([log]), Some(json!([cm_h1]))))),
         ),
         (
             "two resources, one Job",
             plain_template(),
             vec![set(cm(), H1, EnvVars, 0), set(secret(), H2, EnvVars, 1)],
-            Some(pod_template(
+            Some(job_pod_template(
                 None,
-                containers(json!([log, cm_h1]), Some(json!([{"name": ENV_SECRET, "value": H2.to_hex()}]))),
+                containers(json!([log, cm_h1]), Some(json!([env_var(ENV_SECRET, H2.to_hex())]))),
             )),
         ),
         (
             "annotations",
             plain_template(),
             vec![set(secret(), H2, Annotations, 1)],
-            Some(pod_template(
-                Some(json!({LAST_RELOADED_FROM: marker(&secret(), H2, "upload")})),
+            Some(job_pod_template(
+                Some(marker_annotation(&secret(), H2, "upload")),
                 containers(json!([log]), None),
             )),
         ),
@@ -121,8 +116,8 @@ fn reload_creates_a_job_from_the_job_template() {
             "annotations delete: the delete-marker hash",
             plain_template(),
             vec![remove(cm(), Annotations)],
-            Some(pod_template(
-                Some(json!({LAST_RELOADED_FROM: marker(&cm(), DELETE_MARKER_HASH, "run")})),
+            Some(job_pod_template(
+                Some(marker_annotation(&cm(), DELETE_MARKER_HASH, "run")),
                 containers(json!([log]), None),
             )),
         ),

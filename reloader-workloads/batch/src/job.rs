@@ -12,7 +12,7 @@ use reloader_core::workload::{
 };
 
 /// Labels the Job controller sets from the old Job's uid and name; the new Job gets its own.
-pub const SERVER_SET_JOB_LABELS: [&str; 4] =
+const SERVER_SET_JOB_LABELS: [&str; 4] =
     ["controller-uid", "batch.kubernetes.io/controller-uid", "job-name", "batch.kubernetes.io/job-name"];
 
 /// A Job seen as a [`Workload`] (borrowing: the orphan rule forbids implementing the core trait

@@ -1,11 +1,11 @@
 use k8s_openapi::api::batch::v1::Job;
-use reloader_core::annotations::{AnnotationKeys, LAST_RELOADED_FROM};
+use reloader_core::annotations::AnnotationKeys;
 use reloader_core::model::{ReloadStrategy, WorkloadKey, WorkloadKind};
 use reloader_core::workload::{MarkerChange, Workload, WorkloadWrite, WriteError};
 use serde_json::{Value, json};
 
 use crate::JobWorkload;
-use crate::test_support::*;
+use reloader_workload_testkit::*;
 
 fn server_labels() -> Value {
     json!({
@@ -98,10 +98,10 @@ fn reload(job: &Job, changes: &[MarkerChange]) -> Result<Option<Value>, WriteErr
 fn reload_recreates_the_job_with_server_fields_cleared() {
     use ReloadStrategy::{Annotations, EnvVars};
     let plain = json!([{"name": "migrate", "image": "m:1"}, {"name": "proxy", "image": "p:1"}]);
-    let cm_h1 = json!({"name": ENV_CM, "value": H1.to_hex()});
+    let cm_h1 = env_var(ENV_CM, H1.to_hex());
     let marked =
         json!([{"name": "migrate", "image": "m:1", "env": [cm_h1]}, {"name": "proxy", "image": "p:1"}]);
-    let cm_marker = json!({LAST_RELOADED_FROM: marker(&cm(), H1, "migrate")});
+    let cm_marker = marker_annotation(&cm(), H1, "migrate");
     type Case = (&'static str, (Option<Value>, Value), Vec<MarkerChange>, Option<(Option<Value>, Value)>);
     let cases: Vec<Case> = vec![
         ("env-vars", (None, plain.clone()), vec![set(cm(), H1, EnvVars, 0)], Some((None, marked.clone()))),

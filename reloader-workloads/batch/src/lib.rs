@@ -9,12 +9,10 @@
 mod cronjob;
 mod job;
 
-pub use cronjob::{CronJobWorkload, INSTANTIATE_ANNOTATION};
-pub use job::{JobWorkload, SERVER_SET_JOB_LABELS};
+pub use cronjob::CronJobWorkload;
+pub use job::JobWorkload;
 
 #[cfg(test)]
 mod cronjob_tests;
 #[cfg(test)]
 mod job_tests;
-#[cfg(test)]
-mod test_support;

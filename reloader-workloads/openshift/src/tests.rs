@@ -1,42 +1,14 @@
+use k8s_openapi::Resource;
 use reloader_core::annotations::{AnnotationKeys, LAST_RELOADED_FROM};
 use reloader_core::hash::DELETE_MARKER_HASH;
-use reloader_core::markers::annotation_marker_value;
-use reloader_core::model::{
-    ContentHash, ReloadStrategy, ResourceKey, ResourceKind, WorkloadKey, WorkloadKind,
-};
-use reloader_core::workload::{
-    MarkerAction, MarkerChange, PatchKind, Workload, WorkloadWrite, WriteContext, WriteError,
-};
+use reloader_core::model::{ReloadStrategy, ResourceKind, WorkloadKey, WorkloadKind};
+use reloader_core::workload::{MarkerChange, PatchKind, Workload, WorkloadWrite, WriteError};
+use reloader_workload_testkit::*;
 use serde_json::{Value, json};
 
-use crate::{API_VERSION, DeploymentConfig, GROUP, KIND, PLURAL, VERSION};
+use crate::DeploymentConfig;
 
-const NOW_UNIX: i64 = 1_723_000_000;
-const H1: ContentHash = ContentHash([0x11; 20]);
-const H2: ContentHash = ContentHash([0x22; 20]);
-const ENV_CM: &str = "STAKATER_APP_CONFIG_CONFIGMAP";
-const ENV_SECRET: &str = "STAKATER_DB_SECRET";
 const ANNOTATION: &str = "/spec/template/metadata/annotations/reloader.stakater.com~1last-reloaded-from";
-
-fn cm() -> ResourceKey {
-    ResourceKey::new(ResourceKind::ConfigMap, "ns", "app-config")
-}
-
-fn secret() -> ResourceKey {
-    ResourceKey::new(ResourceKind::Secret, "ns", "db")
-}
-
-fn set(resource: ResourceKey, hash: ContentHash, strategy: ReloadStrategy, container: u16) -> MarkerChange {
-    MarkerChange { resource, action: MarkerAction::Set(hash), strategy, container }
-}
-
-fn remove(resource: ResourceKey, strategy: ReloadStrategy) -> MarkerChange {
-    MarkerChange { resource, action: MarkerAction::Remove, strategy, container: 0 }
-}
-
-fn marker(resource: &ResourceKey, hash: ContentHash, container: &str) -> String {
-    annotation_marker_value(resource, &hash, container, NOW_UNIX)
-}
 
 /// A DeploymentConfig as the API server returns it, around `template`.
 fn object(template: Value) -> Value {
@@ -55,26 +27,12 @@ fn object(template: Value) -> Value {
     })
 }
 
-fn template(annotations: Option<Value>, app_env: Value) -> Value {
-    let mut metadata = json!({"labels": {"app": "frontend"}});
-    if let Some(annotations) = annotations {
-        metadata["annotations"] = annotations;
-    }
-    json!({"metadata": metadata, "spec": {"containers": [
-        {"name": "web", "image": "web:1", "env": app_env},
-        {"name": "proxy", "image": "proxy:1"}
-    ]}})
-}
-
 fn plain() -> Value {
-    template(None, json!([{"name": "LOG", "value": "info"}]))
+    unmarked_web_proxy("frontend")
 }
 
 fn marked() -> Value {
-    template(
-        Some(json!({LAST_RELOADED_FROM: marker(&cm(), H1, "web")})),
-        json!([{"name": "LOG", "value": "info"}, {"name": ENV_CM, "value": H1.to_hex()}]),
-    )
+    marked_web_proxy("frontend")
 }
 
 fn dc(template: Value) -> DeploymentConfig {
@@ -83,17 +41,14 @@ fn dc(template: Value) -> DeploymentConfig {
 
 fn reload(object: &DeploymentConfig, changes: &[MarkerChange]) -> Result<Option<Value>, WriteError> {
     let keys = AnnotationKeys::default();
-    let ctx = WriteContext { keys: &keys, now_unix: NOW_UNIX, now_rfc3339: "2024-08-07T03:06:40Z".into() };
-    Ok(object.reload_write(changes, &ctx)?.map(|write| match write {
+    Ok(object.reload_write(changes, &write_context(&keys))?.map(|write| match write {
         WorkloadWrite::Patch { kind: PatchKind::Json, body } => body,
         other => panic!("a DeploymentConfig reload is a JSON patch, got {other:?}"),
     }))
 }
 
 fn ops(ops: Value) -> Value {
-    let mut all = vec![json!({"op": "test", "path": "/metadata/resourceVersion", "value": "31"})];
-    all.extend(ops.as_array().unwrap().iter().cloned());
-    Value::Array(all)
+    guarded_json_patch("31", ops)
 }
 
 #[test]
@@ -154,10 +109,7 @@ fn reload_writes_are_exact_json_patches() {
         assert_eq!(written, Ok(expected.clone()), "{name}");
         if let Some(patch) = expected {
             // Applied to the object as served, only the template's marker changes.
-            let mut served = object(before);
-            let patch: json_patch::Patch = serde_json::from_value(patch).unwrap();
-            json_patch::patch(&mut served, &patch).unwrap_or_else(|e| panic!("{name}: {e}"));
-            let after = served["spec"]["template"].take();
+            let (after, served) = apply_json_patch(name, object(before), patch);
             assert_eq!(served, object(Value::Null), "{name}: nothing outside the template changes");
             let containers = after["spec"]["containers"].as_array().unwrap();
             assert_eq!(containers.len(), 2, "{name}");
@@ -198,9 +150,10 @@ fn view_and_resource_identity() {
     assert_eq!(view.key, WorkloadKey::new(WorkloadKind::DeploymentConfig, "ns", "frontend"));
     assert!(view.has_template && view.paused);
     assert_eq!(view.markers.env_value(ResourceKind::ConfigMap, "app-config"), Some(H1.to_hex().as_str()));
+    type Dc = DeploymentConfig;
     assert_eq!(
-        (GROUP, VERSION, API_VERSION, KIND, PLURAL),
+        (Dc::GROUP, Dc::VERSION, Dc::API_VERSION, Dc::KIND, Dc::URL_PATH_SEGMENT),
         ("apps.openshift.io", "v1", "apps.openshift.io/v1", "DeploymentConfig", "deploymentconfigs")
     );
-    assert_eq!(<DeploymentConfig as k8s_openapi::Resource>::URL_PATH_SEGMENT, PLURAL);
+    assert_eq!((crate::API_VERSION, crate::KIND), (Dc::API_VERSION, Dc::KIND));
 }

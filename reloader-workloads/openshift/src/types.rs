@@ -1,33 +1,16 @@
-//! A minimal, lossless serde type for `apps.openshift.io/v1` DeploymentConfig.
+//! `apps.openshift.io/v1` DeploymentConfig: its spec, typed where reloader reads it.
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use reloader_core::model::WorkloadKind;
+use reloader_workload_crd::{CrdObject, CrdSpec};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub const GROUP: &str = "apps.openshift.io";
-pub const VERSION: &str = "v1";
 pub const API_VERSION: &str = "apps.openshift.io/v1";
 pub const KIND: &str = "DeploymentConfig";
-pub const LIST_KIND: &str = "DeploymentConfigList";
-/// The resource name in URLs and RBAC rules.
-pub const PLURAL: &str = "deploymentconfigs";
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DeploymentConfig {
-    #[serde(default = "api_version")]
-    pub api_version: String,
-    #[serde(default = "kind")]
-    pub kind: String,
-    #[serde(default)]
-    pub metadata: ObjectMeta,
-    #[serde(default)]
-    pub spec: DeploymentConfigSpec,
-    /// Every other top-level field (`status`, ...), kept as read.
-    #[serde(flatten)]
-    pub other: Map<String, Value>,
-}
+/// An OpenShift DeploymentConfig as read, lossless.
+pub type DeploymentConfig = CrdObject<DeploymentConfigSpec>;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -41,47 +24,21 @@ pub struct DeploymentConfigSpec {
     pub other: Map<String, Value>,
 }
 
-fn api_version() -> String {
-    API_VERSION.into()
-}
-
-fn kind() -> String {
-    KIND.into()
-}
-
-impl Default for DeploymentConfig {
-    fn default() -> Self {
-        DeploymentConfig {
-            api_version: api_version(),
-            kind: kind(),
-            metadata: ObjectMeta::default(),
-            spec: DeploymentConfigSpec::default(),
-            other: Map::new(),
-        }
-    }
-}
-
-impl k8s_openapi::Resource for DeploymentConfig {
+/// Reloads are the shared CRD JSON patch of `spec.template` (the default `template_write`).
+impl CrdSpec for DeploymentConfigSpec {
+    const GROUP: &'static str = "apps.openshift.io";
+    const VERSION: &'static str = "v1";
     const API_VERSION: &'static str = API_VERSION;
-    const GROUP: &'static str = GROUP;
     const KIND: &'static str = KIND;
-    const VERSION: &'static str = VERSION;
-    const URL_PATH_SEGMENT: &'static str = PLURAL;
-    type Scope = k8s_openapi::NamespaceResourceScope;
-}
+    const LIST_KIND: &'static str = "DeploymentConfigList";
+    const PLURAL: &'static str = "deploymentconfigs";
+    const WORKLOAD_KIND: WorkloadKind = WorkloadKind::DeploymentConfig;
 
-impl k8s_openapi::ListableResource for DeploymentConfig {
-    const LIST_KIND: &'static str = LIST_KIND;
-}
-
-impl k8s_openapi::Metadata for DeploymentConfig {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
+    fn template(&self) -> Option<&PodTemplateSpec> {
+        self.template.as_ref()
     }
 
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
+    fn paused(&self) -> bool {
+        self.paused.unwrap_or(false)
     }
 }
