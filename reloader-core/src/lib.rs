@@ -11,7 +11,7 @@
 //! - [`workload`]: the trait a backend implements to turn a decision into a write.
 //! - [`index`]: the state kept from watches, with the reverse index resource → workloads.
 //! - [`admission`]: the markers the admission webhook keeps on re-apply and stamps on create.
-//! - [`options`]: the command line and environment, typed and validated.
+//! - [`options`]: the settings of `reloader run` and their validation (the binary parses them).
 //! - [`selector`] and [`duration`]: label selectors and Go-style durations.
 
 pub mod admission;
