@@ -2,7 +2,7 @@
 //!
 //! - [`hash`]: Stakater-compatible content hashes and [`naming`]: the env-var marker names.
 //! - [`annotations`]: the annotation keys and how their values parse.
-//! - [`references`]: which ConfigMaps/Secrets a pod spec uses, and which container gets the marker.
+//! - `references` (crate-internal): which ConfigMaps/Secrets a pod spec uses, and which container gets the marker.
 //! - [`model`]: the vocabulary: kinds, keys, content hashes and references.
 //! - [`views`]: the compact, data-free views of resources and workloads, and how one is built.
 //! - [`decide`]: compat.md §4 as a function from (workload, resource, options) to a decision.
@@ -26,7 +26,7 @@ pub mod markers;
 pub mod model;
 pub mod naming;
 pub mod options;
-pub mod references;
+pub(crate) mod references;
 pub mod selector;
 #[cfg(test)]
 mod testkit;

@@ -11,7 +11,7 @@ use std::str::FromStr;
 pub struct SensitiveString(String);
 
 impl SensitiveString {
-    pub fn new(value: impl Into<String>) -> Self {
+    pub(crate) fn new(value: impl Into<String>) -> Self {
         SensitiveString(value.into())
     }
 
@@ -48,7 +48,7 @@ pub enum LogFormat {
 
 impl LogFormat {
     /// The flag value that selects this format (Stakater's: empty for text).
-    pub fn as_flag_value(self) -> &'static str {
+    pub(crate) fn as_flag_value(self) -> &'static str {
         match self {
             LogFormat::Text => "",
             LogFormat::Json => "json",
@@ -71,7 +71,7 @@ pub enum LogLevel {
 
 impl LogLevel {
     /// Case-insensitive, and `warn` for `warning`, as logrus reads it.
-    pub fn parse(text: &str) -> Option<Self> {
+    pub(crate) fn parse(text: &str) -> Option<Self> {
         Some(match text.to_ascii_lowercase().as_str() {
             "trace" => LogLevel::Trace,
             "debug" => LogLevel::Debug,
@@ -95,17 +95,6 @@ impl LogLevel {
             LogLevel::Panic => "panic",
         }
     }
-
-    /// The `tracing` level filter with the same effect; `fatal` and `panic` only let errors through.
-    pub fn tracing_directive(self) -> &'static str {
-        match self {
-            LogLevel::Trace => "trace",
-            LogLevel::Debug => "debug",
-            LogLevel::Info => "info",
-            LogLevel::Warning => "warn",
-            LogLevel::Error | LogLevel::Fatal | LogLevel::Panic => "error",
-        }
-    }
 }
 
 /// Where alerts go (`ALERT_SINK`); anything unknown gets the raw text, as in Stakater.
@@ -119,7 +108,7 @@ pub enum AlertSink {
 }
 
 impl AlertSink {
-    pub fn parse(text: &str) -> Self {
+    pub(crate) fn parse(text: &str) -> Self {
         match text.trim().to_ascii_lowercase().as_str() {
             "slack" => AlertSink::Slack,
             "teams" => AlertSink::Teams,
@@ -131,7 +120,7 @@ impl AlertSink {
 
 /// Parses a Go listen address: `:9090` (every IPv4 interface), `127.0.0.1:9090`, `[::1]:9090`,
 /// `localhost:9090`. Host names other than `localhost` would need DNS, so they are refused.
-pub fn parse_listen_addr(text: &str) -> Result<SocketAddr, String> {
+pub(crate) fn parse_listen_addr(text: &str) -> Result<SocketAddr, String> {
     const EXPECTED: &str = "expected [host]:port, with an IP address or localhost as host";
     let (host, port) = text.rsplit_once(':').ok_or(EXPECTED)?;
     let port: u16 = port.parse().map_err(|_| format!("{EXPECTED}; the port must be a number up to 65535"))?;
@@ -153,7 +142,7 @@ pub(super) fn addrs_overlap(a: SocketAddr, b: SocketAddr) -> bool {
 
 /// Splits one list-flag value as Go's flag package does (a CSV record: `,`-separated, fields
 /// may be double-quoted with `""` for a quote), then trims the entries and drops empty ones.
-pub fn split_flag_list(text: &str) -> Result<Vec<String>, String> {
+pub(crate) fn split_flag_list(text: &str) -> Result<Vec<String>, String> {
     let mut entries = Vec::new();
     let mut rest = text;
     loop {
@@ -295,7 +284,6 @@ mod tests {
         assert_eq!(LogLevel::parse("WARN"), Some(LogLevel::Warning));
         assert_eq!(LogLevel::parse("Panic"), Some(LogLevel::Panic));
         assert_eq!(LogLevel::parse("loud"), None);
-        assert_eq!(LogLevel::Fatal.tracing_directive(), "error");
         assert_eq!(AlertSink::parse(" Teams "), AlertSink::Teams);
         assert_eq!(AlertSink::parse("gchat"), AlertSink::GoogleChat);
         assert_eq!(AlertSink::parse("discord"), AlertSink::Raw);
