@@ -265,28 +265,38 @@ mod tests {
 
     #[test]
     fn urls() {
-        assert_eq!(
-            redact_url("https://hooks.slack.com/services/T0/B0/secret"),
-            "https://hooks.slack.com/<redacted>"
-        );
-        assert_eq!(redact_url("http://user:pw@host:8080/"), "http://host:8080/");
-        assert_eq!(redact_url("http://host?token=1"), "http://host/<redacted>");
-        assert_eq!(redact_url("not a url"), "<redacted>");
-        assert!(is_http_url("http://collector:4318"));
-        assert!(is_http_url("https://x/y"));
-        assert!(!is_http_url("https://"));
-        assert!(!is_http_url("ftp://x"));
-        assert!(!is_http_url("collector:4318"));
+        let redacted = [
+            ("https://hooks.slack.com/services/T0/B0/secret", "https://hooks.slack.com/<redacted>"),
+            ("http://user:pw@host:8080/", "http://host:8080/"),
+            ("http://host?token=1", "http://host/<redacted>"),
+            ("not a url", "<redacted>"),
+        ];
+        for (url, expected) in redacted {
+            assert_eq!(redact_url(url), expected, "{url}");
+        }
+        let http = [
+            ("http://collector:4318", true),
+            ("https://x/y", true),
+            ("https://", false),
+            ("ftp://x", false),
+            ("collector:4318", false),
+        ];
+        for (url, expected) in http {
+            assert_eq!(is_http_url(url), expected, "{url}");
+        }
     }
 
     #[test]
     fn log_levels_and_sinks() {
-        assert_eq!(LogLevel::parse("WARN"), Some(LogLevel::Warning));
-        assert_eq!(LogLevel::parse("Panic"), Some(LogLevel::Panic));
-        assert_eq!(LogLevel::parse("loud"), None);
-        assert_eq!(AlertSink::parse(" Teams "), AlertSink::Teams);
-        assert_eq!(AlertSink::parse("gchat"), AlertSink::GoogleChat);
-        assert_eq!(AlertSink::parse("discord"), AlertSink::Raw);
+        let levels = [("WARN", Some(LogLevel::Warning)), ("Panic", Some(LogLevel::Panic)), ("loud", None)];
+        for (text, expected) in levels {
+            assert_eq!(LogLevel::parse(text), expected, "{text}");
+        }
+        let sinks =
+            [(" Teams ", AlertSink::Teams), ("gchat", AlertSink::GoogleChat), ("discord", AlertSink::Raw)];
+        for (text, expected) in sinks {
+            assert_eq!(AlertSink::parse(text), expected, "{text}");
+        }
         assert_eq!(format!("{:?}", SensitiveString::new("https://x/token")), "<redacted>");
     }
 }
