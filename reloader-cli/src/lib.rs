@@ -1,6 +1,7 @@
 //! The reloader binary's library: everything that talks to a cluster, wired by `main.rs`.
 
 pub mod alerts;
+pub mod args;
 pub mod controller;
 pub mod events;
 pub mod explain;

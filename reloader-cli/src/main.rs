@@ -7,9 +7,10 @@ use std::process::ExitCode;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory, Parser, Subcommand};
+use reloader_cli::args::RunArgs;
 use reloader_cli::explain::ExplainArgs;
 use reloader_cli::telemetry;
-use reloader_core::options::{LogFormat, Options, RunArgs};
+use reloader_core::options::{LogFormat, Options};
 use reloader_sidecar::SidecarArgs;
 
 #[derive(Parser, Debug)]

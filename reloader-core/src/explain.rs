@@ -16,8 +16,9 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub use render::render_text;
-pub use report::{
-    AnnotationSummary, DecisionSummary, Explanation, MarkerState, MarkerSummary, OtherMarker, PatternSummary,
+pub use report::Explanation;
+pub(crate) use report::{
+    AnnotationSummary, DecisionSummary, MarkerState, MarkerSummary, OtherMarker, PatternSummary,
     ReferenceSummary, ResourceExplanation, SettingsSummary, WorkloadSummary,
 };
 
@@ -26,8 +27,9 @@ use crate::decide::{
     AnnotationProblem, AnnotationSource, DecideOptions, Decision, ExplicitEntry, annotation_problems, decide,
     effective_rules, explicit_entries,
 };
-use crate::model::{ContainerRef, ContentHash, RefVia, ResourceKey, ResourceKind, ResourceView};
-use crate::workload::{Workload, WorkloadView};
+use crate::model::{ContainerRef, ContentHash, RefVia, ResourceKey, ResourceKind};
+use crate::views::{ResourceView, WorkloadView};
+use crate::workload::Workload;
 
 const KINDS: [ResourceKind; 3] =
     [ResourceKind::ConfigMap, ResourceKind::Secret, ResourceKind::SecretProviderClass];

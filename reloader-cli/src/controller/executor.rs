@@ -7,8 +7,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use reloader_core::markers::MarkerChange;
 use reloader_core::model::WorkloadKey;
-use reloader_core::workload::MarkerChange;
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::debug;

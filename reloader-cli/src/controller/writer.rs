@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy};
+use reloader_core::markers::{MarkerAction, MarkerChange};
 use reloader_core::model::WorkloadKey;
-use reloader_core::workload::{MarkerAction, MarkerChange, PatchKind, WorkloadWrite, WriteContext};
+use reloader_core::workload::{PatchKind, WorkloadWrite, WriteContext};
 use tracing::{error, info, warn};
 
 use super::Context;

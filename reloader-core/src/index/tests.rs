@@ -1,9 +1,8 @@
 use super::*;
 use crate::annotations::AnnotationKeys;
-use crate::decide::testkit::*;
-use crate::markers::{annotation_marker_value, apply_to_template};
+use crate::markers::{MarkerAction, annotation_marker_value, apply_to_template};
 use crate::model::{RefVia, ReloadStrategy, WorkloadKind};
-use crate::workload::MarkerAction;
+use crate::testkit::*;
 
 use RefVia::{EnvFrom, Volume};
 
@@ -156,24 +155,6 @@ fn updates_and_removals_keep_the_lookups_exact() {
     assert!(index.candidates(&cm("b").key).is_empty());
     assert_eq!(index.workloads().count(), 1);
     assert_eq!(index.workload(&other.view().key), Some(&other.view()));
-}
-
-#[test]
-fn remove_namespace() {
-    let mut index = index_of(&[
-        deployment("a").annotate(CM_RELOAD, "c, p-.*"),
-        deployment("b").in_namespace("gone").annotate(CM_RELOAD, "c, p-.*"),
-    ]);
-    index.upsert_resource(cm("c"));
-    index.upsert_resource(cm("c").in_namespace("gone"));
-    index.remove_namespace("gone");
-    assert_eq!(
-        index.stats(),
-        IndexStats { resources: 1, workloads: 1, reverse_entries: 1, pattern_holders: 1 }
-    );
-    assert!(index.candidates(&cm("c").in_namespace("gone").key).is_empty());
-    assert!(index.candidates(&cm("p-1").in_namespace("gone").key).is_empty());
-    assert_eq!(names(&index.candidates(&cm("c").key)), ["default/a"]);
 }
 
 fn marked(

@@ -4,12 +4,12 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::hash::DELETE_MARKER_HASH;
 use reloader_core::markers::{
-    AnnotationMarker, EnvMarker, Markers, annotation_marker_value, parse_annotation_marker,
+    AnnotationMarker, EnvMarker, MarkerAction, MarkerChange, Markers, annotation_marker_value,
+    parse_annotation_marker,
 };
 use reloader_core::naming::env_var_name;
-use reloader_core::workload::{
-    MarkerAction, MarkerChange, PatchKind, WorkloadView, WorkloadWrite, WriteContext,
-};
+use reloader_core::views::WorkloadView;
+use reloader_core::workload::{PatchKind, WorkloadWrite, WriteContext};
 use serde_json::json;
 
 use crate::Rollout;

@@ -2,8 +2,10 @@
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use reloader_core::annotations::AnnotationKeys;
+use reloader_core::markers::MarkerChange;
 use reloader_core::model::WorkloadKind;
-use reloader_core::workload::{MarkerChange, WorkloadView, WorkloadWrite, WriteContext};
+use reloader_core::views::WorkloadView;
+use reloader_core::workload::{WorkloadWrite, WriteContext};
 use reloader_workload_crd::{CrdObject, CrdSpec};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

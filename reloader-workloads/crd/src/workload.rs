@@ -4,11 +4,11 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::json_patch::template_json_patch;
-use reloader_core::markers::build_view;
+use reloader_core::markers::MarkerChange;
 use reloader_core::model::WorkloadKind;
+use reloader_core::views::{WorkloadView, build_view};
 use reloader_core::workload::{
-    MarkerChange, PatchKind, Workload, WorkloadView, WorkloadWrite, WriteContext, WriteError,
-    checked_template,
+    PatchKind, Workload, WorkloadWrite, WriteContext, WriteError, checked_template,
 };
 
 use crate::{CrdObject, CrdSpec};
@@ -34,7 +34,7 @@ impl<S: CrdSpec> Workload for CrdObject<S> {
     }
 
     fn view(&self, keys: &AnnotationKeys) -> WorkloadView {
-        let mut view = build_view(self, keys);
+        let mut view = build_view(self.view_parts(), keys);
         S::refine_view(self, keys, &mut view);
         view
     }

@@ -1,8 +1,9 @@
 use k8s_openapi::Resource;
 use reloader_core::annotations::{AnnotationKeys, LAST_RELOADED_FROM};
 use reloader_core::hash::DELETE_MARKER_HASH;
+use reloader_core::markers::MarkerChange;
 use reloader_core::model::{ReloadStrategy, ResourceKind, WorkloadKey, WorkloadKind};
-use reloader_core::workload::{MarkerChange, PatchKind, Workload, WorkloadWrite, WriteError};
+use reloader_core::workload::{PatchKind, Workload, WorkloadWrite, WriteError};
 use reloader_workload_testkit::*;
 use serde_json::{Value, json};
 

@@ -7,8 +7,9 @@
 
 use reloader_core::annotations::{AnnotationKeys, LAST_RELOADED_FROM};
 use reloader_core::markers::annotation_marker_value;
+use reloader_core::markers::{MarkerAction, MarkerChange};
 use reloader_core::model::{ContentHash, ReloadStrategy, ResourceKey, ResourceKind};
-use reloader_core::workload::{MarkerAction, MarkerChange, WriteContext};
+use reloader_core::workload::WriteContext;
 use serde_json::{Value, json};
 
 /// The fixed "now" of every write, as Unix seconds and as RFC 3339.
