@@ -5,30 +5,27 @@
 //! ```no_run
 //! # async fn example() -> Result<(), reloader_harness::PlaneError> {
 //! use std::time::Duration;
-//! use reloader_harness::ControlPlane;
 //! use reloader_tests::fixtures::*;
 //!
-//! let plane = ControlPlane::shared().await;
-//! let ns = plane.namespace().await;
-//! let client = plane.client();
-//! install_all_crds(plane).await?;
-//! let resources = Resources::new(&client, ns.name());
+//! let env = TestEnv::with_crds().await;
+//! let TestEnv { ns, client, resources, .. } = &env;
 //! let config = ResourceRef::configmap("app-config");
 //! resources.create(&config, &[("k", "v1")]).await?;
 //! let web = WorkloadSpec::new(Kind::Deployment, "web")
 //!     .metadata_annotation("reloader.stakater.com/auto", "true")
 //!     .env_from_configmap("app-config")
-//!     .create(&client, ns.name())
+//!     .create(client, ns.name())
 //!     .await?;
-//! let _reloader = reloader_for(plane, ns.name(), Strategy::EnvVars, &[]).await?;
+//! let _reloader = env.reloader(Strategy::EnvVars, &[]).await;
 //! let hash = resources.update_data(&config, &[("k", "v2")]).await?;
-//! let latency = web.wait_for_marker(&client, &config, Strategy::EnvVars, &hash, Duration::from_secs(60)).await?;
+//! let latency = web.wait_for_marker(client, &config, Strategy::EnvVars, &hash, Duration::from_secs(60)).await?;
 //! # let _ = latency; Ok(()) }
 //! ```
 
 use std::fmt;
 
 mod admission;
+mod env;
 mod observe;
 mod resources;
 mod rollout;
@@ -38,6 +35,7 @@ mod table_run;
 mod workload;
 
 pub use admission::{FROZEN_LABEL, TemplateFreeze};
+pub use env::TestEnv;
 pub use observe::{
     Marker, Observed, WorkloadId, list_observed, marker, marker_in, observe, resource_version, template_of,
 };

@@ -21,8 +21,8 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, Config};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, SanType};
-use reloader_tests::fixtures::{ResourceRef, Resources, expected_env_var, negative_wait};
 use reloader_harness::{ControlPlane, NotYet, Reloader, free_port, wait_until};
+use reloader_tests::fixtures::{ResourceRef, TestEnv, expected_env_var, negative_wait};
 use serde_json::{Value, json};
 
 const CONFIG: &str = "app-config";
@@ -342,12 +342,9 @@ async fn mean_seconds(reloader: &Reloader, histogram: &str) -> Option<(f64, f64)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reapplied_manifest_keeps_the_marker_and_rolls_nothing() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let ns = plane.namespace().await;
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
     let namespace = ns.name();
-    let client = plane.client();
-    let resources = Resources::new(&client, namespace);
     let config = ResourceRef::configmap(CONFIG);
     let first = resources.create(&config, &[("mode", "one")]).await.unwrap();
 
@@ -355,19 +352,19 @@ async fn a_reapplied_manifest_keeps_the_marker_and_rolls_nothing() {
     let port = free_port();
     let reloader = start_reloader(plane, "reloader", &webhook_args(namespace, port, &certs)).await;
     let registration = Registration::create(plane, namespace, port, &certs.ca_pem).await;
-    wait_webhook_active(&client, namespace, &first).await;
+    wait_webhook_active(client, namespace, &first).await;
 
     // Created by the GitOps tool: the webhook stamps the current hash.
-    server_side_apply(&client, namespace, "web").await;
-    let created = settled(&client, namespace, "web").await;
+    server_side_apply(client, namespace, "web").await;
+    let created = settled(client, namespace, "web").await;
     assert_eq!(created.marker.as_deref(), Some(first.as_str()), "stamped at creation");
     assert_eq!((created.revision.as_str(), created.replica_sets), ("1", 1));
 
     // Reloaded once.
     let second = resources.update_data(&config, &[("mode", "two")]).await.unwrap();
-    let (reloaded, latency) = wait_reloaded(&client, namespace, "web", &second).await;
+    let (reloaded, latency) = wait_reloaded(client, namespace, "web", &second).await;
     let reloaded = wait_until("the reload to roll out", ROLLOUT_TIMEOUT, || async {
-        let now = rollouts(&client, namespace, "web").await?;
+        let now = rollouts(client, namespace, "web").await?;
         if now.replica_sets == 2 { Ok(now) } else { Err(NotYet(format!("{now:?}"))) }
     })
     .await
@@ -376,13 +373,13 @@ async fn a_reapplied_manifest_keeps_the_marker_and_rolls_nothing() {
     let quiet = negative_wait(latency);
 
     // Re-applied from the original manifest, which has no marker: nothing rolls.
-    server_side_apply(&client, namespace, "web").await;
-    assert_stays(&client, namespace, "web", &reloaded, quiet, "server-side apply with the webhook").await;
+    server_side_apply(client, namespace, "web").await;
+    assert_stays(client, namespace, "web", &reloaded, quiet, "server-side apply with the webhook").await;
     let mut with_webhook = Vec::new();
     for _ in 0..5 {
-        with_webhook.push(replace(&client, namespace, "web").await);
+        with_webhook.push(replace(client, namespace, "web").await);
     }
-    assert_stays(&client, namespace, "web", &reloaded, quiet, "replace with the webhook").await;
+    assert_stays(client, namespace, "web", &reloaded, quiet, "replace with the webhook").await;
     let patched =
         reloader.metric(r#"reloader_admission_requests_total{operation="UPDATE",result="patched"}"#);
     assert!(patched.await.unwrap().unwrap_or_default() >= 5.0, "every replace was patched by the webhook");
@@ -392,12 +389,12 @@ async fn a_reapplied_manifest_keeps_the_marker_and_rolls_nothing() {
     // only removes fields its own manager set, and the marker is never the applier's. A PUT
     // carries the whole object, so it drops the marker and rolls the Deployment.
     registration.delete().await;
-    wait_webhook_gone(&client, namespace).await;
-    server_side_apply(&client, namespace, "web").await;
-    assert_stays(&client, namespace, "web", &reloaded, quiet, "server-side apply without the webhook").await;
-    let mut without_webhook = vec![replace(&client, namespace, "web").await];
+    wait_webhook_gone(client, namespace).await;
+    server_side_apply(client, namespace, "web").await;
+    assert_stays(client, namespace, "web", &reloaded, quiet, "server-side apply without the webhook").await;
+    let mut without_webhook = vec![replace(client, namespace, "web").await];
     let rolled = wait_until("the replace without the webhook to roll", ROLLOUT_TIMEOUT, || async {
-        let now = rollouts(&client, namespace, "web").await?;
+        let now = rollouts(client, namespace, "web").await?;
         if now.replica_sets > reloaded.replica_sets { Ok(now) } else { Err(NotYet(format!("{now:?}"))) }
     })
     .await
@@ -405,7 +402,7 @@ async fn a_reapplied_manifest_keeps_the_marker_and_rolls_nothing() {
     assert_eq!(rolled.marker, None, "the replace dropped the marker");
     assert_eq!((rolled.revision.as_str(), rolled.replica_sets), ("3", 3), "and rolled the Deployment");
     for _ in 0..4 {
-        without_webhook.push(replace(&client, namespace, "web").await);
+        without_webhook.push(replace(client, namespace, "web").await);
     }
     eprintln!(
         "ReplicaSets after the re-applies: {} with the webhook, {} without; webhook review mean and \
@@ -416,13 +413,10 @@ async fn a_reapplied_manifest_keeps_the_marker_and_rolls_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_made_while_down_is_caught_up_once_thanks_to_the_stamp() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let ns = plane.namespace().await;
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
     let namespace = ns.name();
-    let client = plane.client();
-    let deployments: Api<Deployment> = ns.api(&client);
-    let resources = Resources::new(&client, namespace);
+    let deployments: Api<Deployment> = ns.api(client);
     let config = ResourceRef::configmap(CONFIG);
     let first = resources.create(&config, &[("mode", "one")]).await.unwrap();
 
@@ -434,11 +428,11 @@ async fn a_change_made_while_down_is_caught_up_once_thanks_to_the_stamp() {
     let args = webhook_args(namespace, port, &certs);
     let mut reloader = start_reloader(plane, "reloader-1", &args).await;
     let registration = Registration::create(plane, namespace, port, &certs.ca_pem).await;
-    wait_webhook_active(&client, namespace, &first).await;
+    wait_webhook_active(client, namespace, &first).await;
     deployments.create(&PostParams::default(), &deployment("stamped")).await.unwrap();
-    let stamped = settled(&client, namespace, "stamped").await;
+    let stamped = settled(client, namespace, "stamped").await;
     assert_eq!(stamped.marker.as_deref(), Some(first.as_str()), "stamped at creation");
-    let unstamped = settled(&client, namespace, "unstamped").await;
+    let unstamped = settled(client, namespace, "unstamped").await;
     assert_eq!(unstamped.marker, None);
 
     // The controller goes away; the ConfigMap changes meanwhile.
@@ -461,9 +455,9 @@ async fn a_change_made_while_down_is_caught_up_once_thanks_to_the_stamp() {
 
     // Back up: the stamped Deployment reloads for the change it missed, once.
     let reloader = start_reloader(plane, "reloader-2", &args).await;
-    let (caught_up, latency) = wait_reloaded(&client, namespace, "stamped", &second).await;
+    let (caught_up, latency) = wait_reloaded(client, namespace, "stamped", &second).await;
     let caught_up = wait_until("the catch-up to roll out", ROLLOUT_TIMEOUT, || async {
-        let now = rollouts(&client, namespace, "stamped").await?;
+        let now = rollouts(client, namespace, "stamped").await?;
         if now.replica_sets == 2 { Ok(now) } else { Err(NotYet(format!("{now:?}"))) }
     })
     .await
@@ -471,11 +465,11 @@ async fn a_change_made_while_down_is_caught_up_once_thanks_to_the_stamp() {
     assert_eq!((caught_up.revision.as_str(), caught_up.replica_sets), ("2", 2));
     eprintln!("caught up {latency:?} after the restart");
     let quiet = negative_wait(latency);
-    assert_stays(&client, namespace, "stamped", &caught_up, quiet, "reloaded exactly once").await;
+    assert_stays(client, namespace, "stamped", &caught_up, quiet, "reloaded exactly once").await;
     let executed = reloader.metric(r#"reloader_reload_executed_total{success="true"}"#).await.unwrap();
     assert_eq!(executed, Some(1.0), "one write after the restart, for the stamped Deployment only");
     // The unstamped twin never recorded what it ran with, so the missed change stays missed.
-    let unstamped_after = settled(&client, namespace, "unstamped").await;
+    let unstamped_after = settled(client, namespace, "unstamped").await;
     assert_eq!(unstamped_after, unstamped, "without a stamp the change made while down goes unseen");
 
     registration.delete().await;
@@ -483,9 +477,8 @@ async fn a_change_made_while_down_is_caught_up_once_thanks_to_the_stamp() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewed_certificate_files_are_served_without_a_restart() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let ns = plane.namespace().await;
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, .. } = &env;
     let certs = certificates();
     let port = free_port();
     let mut reloader = start_reloader(plane, "reloader", &webhook_args(ns.name(), port, &certs)).await;

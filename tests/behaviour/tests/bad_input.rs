@@ -10,9 +10,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
 use kube::Client;
 use kube::api::{Api, DynamicObject, ObjectMeta, PostParams};
+use reloader_harness::{ControlPlane, KubeconfigFile, NotYet, Reloader, TestNamespace, wait_until};
 use reloader_tests::fixtures::*;
 use reloader_tests::fixtures_extra::*;
-use reloader_harness::{ControlPlane, KubeconfigFile, NotYet, Reloader, TestNamespace, wait_until};
 use reloader_workload_argo::Rollout;
 use reloader_workload_openshift::DeploymentConfig;
 use serde_json::json;
@@ -47,34 +47,29 @@ async fn start_reloader(plane: &ControlPlane, ns: &TestNamespace, extra: &[&str]
 /// F50: a ConfigMap as large as the API server allows reloads, with the hash of all its data.
 #[tokio::test]
 async fn a_configmap_at_the_size_limit_reloads_with_its_hash() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
     let big = ResourceRef::configmap("big");
     let key = "blob";
     let size = MAX_DATA_BYTES - key.len();
     resources.create(&big, &[(key, &"a".repeat(size))]).await.unwrap();
-    let web = auto_deployment(&client, &ns, "web", &[(ResourceKind::ConfigMap, "big")]).await;
-    let _reloader = start_reloader(plane, &ns, &[]).await;
+    let web = auto_deployment(client, ns, "web", &[(ResourceKind::ConfigMap, "big")]).await;
+    let _reloader = start_reloader(plane, ns, &[]).await;
 
     let mut value = "b".repeat(size - 1);
     value.push('!');
     let hash = resources.update_data(&big, &[(key, &value)]).await.unwrap();
-    web.wait_for_marker(&client, &big, Strategy::EnvVars, &hash, RELOAD_TIMEOUT).await.unwrap();
+    web.wait_for_marker(client, &big, Strategy::EnvVars, &hash, RELOAD_TIMEOUT).await.unwrap();
 }
 
 /// F50: a ConfigMap with only `binaryData`, and a Secret written only through `stringData`,
 /// reload with the Stakater hash of what the API server stores.
 #[tokio::test]
 async fn binary_data_and_string_data_reload_with_the_stored_data_hash() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let configmaps: Api<ConfigMap> = ns.api(&client);
-    let secrets: Api<Secret> = ns.api(&client);
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, .. } = &env;
+    let configmaps: Api<ConfigMap> = ns.api(client);
+    let secrets: Api<Secret> = ns.api(client);
     let binary = |bytes: &[u8]| ConfigMap {
         metadata: ObjectMeta { name: Some("binary".into()), ..ObjectMeta::default() },
         binary_data: Some(BTreeMap::from([("logo.png".to_owned(), ByteString(bytes.to_vec()))])),
@@ -89,13 +84,13 @@ async fn binary_data_and_string_data_reload_with_the_stored_data_hash() {
     configmaps.create(&post, &binary(&[0x89, b'P', b'N', b'G', 0x00, 0xff])).await.unwrap();
     secrets.create(&post, &string_only("one")).await.unwrap();
     let web = auto_deployment(
-        &client,
-        &ns,
+        client,
+        ns,
         "web",
         &[(ResourceKind::ConfigMap, "binary"), (ResourceKind::Secret, "string-only")],
     )
     .await;
-    let _reloader = start_reloader(plane, &ns, &[]).await;
+    let _reloader = start_reloader(plane, ns, &[]).await;
 
     let new_bytes = [0x89, b'P', b'N', b'G', 0x01, 0xfe, 0x00];
     let mut changed = binary(&new_bytes);
@@ -103,7 +98,7 @@ async fn binary_data_and_string_data_reload_with_the_stored_data_hash() {
     configmaps.replace("binary", &post, &changed).await.unwrap();
     let binary_hash = reloader_core::hash::configmap_hash([], [("logo.png", &new_bytes[..])]).to_hex();
     let binary_ref = ResourceRef::configmap("binary");
-    web.wait_for_marker(&client, &binary_ref, Strategy::EnvVars, &binary_hash, RELOAD_TIMEOUT).await.unwrap();
+    web.wait_for_marker(client, &binary_ref, Strategy::EnvVars, &binary_hash, RELOAD_TIMEOUT).await.unwrap();
 
     let mut changed = string_only("two");
     let stored = secrets.get("string-only").await.unwrap();
@@ -116,7 +111,7 @@ async fn binary_data_and_string_data_reload_with_the_stored_data_hash() {
     assert_eq!(password, b"two");
     let secret_hash = stakater_hash_secret(&BTreeMap::from([("password".to_owned(), password.clone())]));
     let secret_ref = ResourceRef::secret("string-only");
-    web.wait_for_marker(&client, &secret_ref, Strategy::EnvVars, &secret_hash, RELOAD_TIMEOUT).await.unwrap();
+    web.wait_for_marker(client, &secret_ref, Strategy::EnvVars, &secret_hash, RELOAD_TIMEOUT).await.unwrap();
 }
 
 /// Waits for a Warning Event on Deployment `name` whose message contains every needle.
@@ -137,50 +132,43 @@ async fn wait_for_warning(client: &Client, ns: &TestNamespace, name: &str, needl
 /// the workload, and reloads still happen.
 #[tokio::test]
 async fn names_sharing_an_env_var_get_a_warning_event() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
     let dashed = ResourceRef::configmap("my-cm");
     resources.create(&dashed, &[("k", "v1")]).await.unwrap();
     resources.create(&ResourceRef::configmap("my.cm"), &[("k", "v1")]).await.unwrap();
     let both = [(ResourceKind::ConfigMap, "my-cm"), (ResourceKind::ConfigMap, "my.cm")];
-    let web = auto_deployment(&client, &ns, "web", &both).await;
-    let _reloader = start_reloader(plane, &ns, &[]).await;
+    let web = auto_deployment(client, ns, "web", &both).await;
+    let _reloader = start_reloader(plane, ns, &[]).await;
 
-    let warning =
-        wait_for_warning(&client, &ns, "web", &["my-cm", "my.cm", "STAKATER_MY_CM_CONFIGMAP"]).await;
+    let warning = wait_for_warning(client, ns, "web", &["my-cm", "my.cm", "STAKATER_MY_CM_CONFIGMAP"]).await;
     assert!(warning.reason.as_deref().is_some_and(|reason| !reason.is_empty()), "{warning:?}");
     let hash = resources.update_data(&dashed, &[("k", "v2")]).await.unwrap();
-    web.wait_for_marker(&client, &dashed, Strategy::EnvVars, &hash, RELOAD_TIMEOUT).await.unwrap();
+    web.wait_for_marker(client, &dashed, Strategy::EnvVars, &hash, RELOAD_TIMEOUT).await.unwrap();
 }
 
 /// F50: a pause period that does not parse does not stop the reload; nothing is paused, and a
 /// warning names the annotation.
 #[tokio::test]
 async fn an_invalid_pause_period_still_reloads_with_a_warning() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
     let config = ResourceRef::configmap("app-config");
     resources.create(&config, &[("k", "v1")]).await.unwrap();
     let web = WorkloadSpec::new(Kind::Deployment, "web")
         .metadata_annotation(ANNOTATION_AUTO, "true")
         .metadata_annotation(ANNOTATION_PAUSE_PERIOD, "soon")
         .env_from_configmap("app-config")
-        .create(&client, ns.name())
+        .create(client, ns.name())
         .await
         .unwrap();
-    let _reloader = start_reloader(plane, &ns, &[]).await;
+    let _reloader = start_reloader(plane, ns, &[]).await;
 
-    let warning = wait_for_warning(&client, &ns, "web", &[ANNOTATION_PAUSE_PERIOD, "soon"]).await;
+    let warning = wait_for_warning(client, ns, "web", &[ANNOTATION_PAUSE_PERIOD, "soon"]).await;
     assert!(warning.reason.as_deref().is_some_and(|reason| !reason.is_empty()), "{warning:?}");
     let hash = resources.update_data(&config, &[("k", "v2")]).await.unwrap();
-    web.wait_for_marker(&client, &config, Strategy::EnvVars, &hash, RELOAD_TIMEOUT).await.unwrap();
-    let deployment = ns.api::<Deployment>(&client).get("web").await.unwrap();
+    web.wait_for_marker(client, &config, Strategy::EnvVars, &hash, RELOAD_TIMEOUT).await.unwrap();
+    let deployment = ns.api::<Deployment>(client).get("web").await.unwrap();
     assert_ne!(deployment.spec.unwrap().paused, Some(true), "not paused");
     let annotations = deployment.metadata.annotations.unwrap_or_default();
     assert!(!annotations.contains_key(ANNOTATION_PAUSED_AT), "{annotations:?}");
@@ -191,12 +179,8 @@ async fn an_invalid_pause_period_still_reloads_with_a_warning() {
 /// other workloads, of the same kinds too, still reload.
 #[tokio::test]
 async fn workloads_without_containers_are_skipped_without_a_crash() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    install_all_crds(plane).await.unwrap();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::with_crds().await;
+    let TestEnv { ns, client, resources, .. } = &env;
     let config = ResourceRef::configmap("app-config");
     resources.create(&config, &[("k", "v1")]).await.unwrap();
     let healthy: Vec<WorkloadId> = {
@@ -206,7 +190,7 @@ async fn workloads_without_containers_are_skipped_without_a_crash() {
                 .metadata_annotation(ANNOTATION_AUTO, "true")
                 .env_from_configmap("app-config")
                 .without_pods();
-            created.push(spec.create(&client, ns.name()).await.unwrap());
+            created.push(spec.create(client, ns.name()).await.unwrap());
         }
         created
     };
@@ -220,7 +204,7 @@ async fn workloads_without_containers_are_skipped_without_a_crash() {
         },
     }))
     .unwrap();
-    ns.api::<Rollout>(&client).create(&PostParams::default(), &rollout).await.unwrap();
+    ns.api::<Rollout>(client).create(&PostParams::default(), &rollout).await.unwrap();
     // Dynamic: the typed PodSpec cannot even express a missing container list.
     let resource = kube::core::ApiResource::erase::<DeploymentConfig>(&());
     let deployment_configs: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns.name(), &resource);
@@ -234,13 +218,13 @@ async fn workloads_without_containers_are_skipped_without_a_crash() {
         .unwrap();
         deployment_configs.create(&PostParams::default(), &object).await.unwrap();
     }
-    let mut reloader = reloader_for(plane, ns.name(), Strategy::EnvVars, &[]).await.unwrap();
+    let mut reloader = env.reloader(Strategy::EnvVars, &[]).await;
 
     for round in ["v2", "v3"] {
         let hash = resources.update_data(&config, &[("k", round)]).await.unwrap();
         for workload in &healthy {
             workload
-                .wait_for_marker(&client, &config, Strategy::EnvVars, &hash, RELOAD_TIMEOUT)
+                .wait_for_marker(client, &config, Strategy::EnvVars, &hash, RELOAD_TIMEOUT)
                 .await
                 .unwrap();
         }
@@ -306,8 +290,8 @@ const REFUSED: &[Refused] = &[
 /// the same proxy does see a good command line connect.
 #[tokio::test]
 async fn bad_command_lines_exit_with_one_line_before_any_api_call() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, .. } = &env;
     let proxy = ApiProxy::start(plane).await.unwrap();
     let kubeconfig = KubeconfigFile::with_server(plane, &proxy.url()).unwrap();
     for refused in REFUSED {
@@ -321,7 +305,6 @@ async fn bad_command_lines_exit_with_one_line_before_any_api_call() {
         assert_eq!(proxy.connections(), 0, "no API call: {context}");
     }
 
-    let ns = plane.namespace().await;
     let reloader = Reloader::builder(plane)
         .kubeconfig(kubeconfig.path())
         .arg(format!("--namespaces={}", ns.name()))

@@ -9,33 +9,26 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, ListParams};
+use reloader_harness::{KubeconfigFile, NotYet, Reloader, TestNamespace, wait_until};
 use reloader_tests::fixtures::*;
 use reloader_tests::fixtures_extra::*;
-use reloader_harness::{ControlPlane, KubeconfigFile, NotYet, Reloader, TestNamespace, wait_until};
 use serde_json::Value;
 
 const RELOAD_TIMEOUT: Duration = Duration::from_secs(60);
 const CONFIG: &str = "app-config";
 const SECRET: &str = "app-secret";
 
-/// A namespace with ConfigMap [`CONFIG`] and an `auto` Deployment `web` using it, with extra
-/// metadata `annotations`.
-async fn namespace_with_web(
-    plane: &ControlPlane,
-    client: &Client,
-    annotations: &[(&str, &str)],
-) -> (TestNamespace, Resources, WorkloadId) {
-    let ns = plane.namespace().await;
-    let resources = Resources::new(client, ns.name());
-    resources.create(&ResourceRef::configmap(CONFIG), &[("k", "v1")]).await.unwrap();
+/// ConfigMap [`CONFIG`] and an `auto` Deployment `web` using it, with extra metadata
+/// `annotations`, in the test's namespace.
+async fn web_with_config(env: &TestEnv, annotations: &[(&str, &str)]) -> WorkloadId {
+    env.resources.create(&ResourceRef::configmap(CONFIG), &[("k", "v1")]).await.unwrap();
     let mut spec = WorkloadSpec::new(Kind::Deployment, "web")
         .metadata_annotation(ANNOTATION_AUTO, "true")
         .env_from_configmap(CONFIG);
     for (key, value) in annotations {
         spec = spec.metadata_annotation(*key, *value);
     }
-    let web = spec.create(client, ns.name()).await.unwrap();
-    (ns, resources, web)
+    spec.create(&env.client, env.ns.name()).await.unwrap()
 }
 
 fn namespaced(ns: &TestNamespace) -> String {
@@ -96,21 +89,20 @@ async fn replica_sets_with(client: &Client, ns: &TestNamespace, hash: &str) -> u
 /// pause ends no earlier than `paused-at` + period; then the new template rolls out.
 #[tokio::test]
 async fn pause_period_pauses_the_rollout_and_resumes_after_the_period() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let client = plane.client();
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
     let period = Duration::from_secs(8);
-    let (ns, resources, web) = namespace_with_web(plane, &client, &[(ANNOTATION_PAUSE_PERIOD, "8s")]).await;
-    let _reloader = Reloader::builder(plane).arg(namespaced(&ns)).start().await.unwrap();
+    let web = web_with_config(&env, &[(ANNOTATION_PAUSE_PERIOD, "8s")]).await;
+    let _reloader = Reloader::builder(plane).arg(namespaced(ns)).start().await.unwrap();
 
     let hash = resources.update_data(&ResourceRef::configmap(CONFIG), &[("k", "v2")]).await.unwrap();
-    let paused_at = wait_paused(&client, &ns, &web, &hash).await;
-    assert_eq!(replica_sets_with(&client, &ns, &hash).await, 0, "nothing rolls while paused");
-    let resumed_at = wait_resumed(&client, &ns, period).await;
+    let paused_at = wait_paused(client, ns, &web, &hash).await;
+    assert_eq!(replica_sets_with(client, ns, &hash).await, 0, "nothing rolls while paused");
+    let resumed_at = wait_resumed(client, ns, period).await;
     let period_seconds = i64::try_from(period.as_secs()).unwrap();
     assert!(resumed_at >= paused_at + period_seconds, "resumed at {resumed_at}, paused at {paused_at}");
     wait_until("a ReplicaSet with the new marker", RELOAD_TIMEOUT, || async {
-        match replica_sets_with(&client, &ns, &hash).await {
+        match replica_sets_with(client, ns, &hash).await {
             0 => Err(NotYet::because("no ReplicaSet carries the marker yet")),
             _ => Ok(()),
         }
@@ -123,22 +115,21 @@ async fn pause_period_pauses_the_rollout_and_resumes_after_the_period() {
 /// replaced by one that resumes the Deployment when the period is over.
 #[tokio::test]
 async fn a_new_process_resumes_a_deployment_paused_by_a_killed_one() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let client = plane.client();
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
     let period = Duration::from_secs(10);
-    let (ns, resources, web) = namespace_with_web(plane, &client, &[(ANNOTATION_PAUSE_PERIOD, "10s")]).await;
-    let mut first = Reloader::builder(plane).name("first").arg(namespaced(&ns)).start().await.unwrap();
+    let web = web_with_config(&env, &[(ANNOTATION_PAUSE_PERIOD, "10s")]).await;
+    let mut first = Reloader::builder(plane).name("first").arg(namespaced(ns)).start().await.unwrap();
 
     let hash = resources.update_data(&ResourceRef::configmap(CONFIG), &[("k", "v2")]).await.unwrap();
-    let paused_at = wait_paused(&client, &ns, &web, &hash).await;
+    let paused_at = wait_paused(client, ns, &web, &hash).await;
     first.kill();
-    let second = Reloader::builder(plane).name("second").arg(namespaced(&ns)).start().await.unwrap();
-    let resumed_at = wait_resumed(&client, &ns, period).await;
+    let second = Reloader::builder(plane).name("second").arg(namespaced(ns)).start().await.unwrap();
+    let resumed_at = wait_resumed(client, ns, period).await;
     assert!(resumed_at >= paused_at + 10, "resumed at {resumed_at}, paused at {paused_at}");
     let log = second.log_text();
     assert!(log.contains("pause period over"), "the new process did the resume:\n{log}");
-    let marker = web.marker(&client, &ResourceRef::configmap(CONFIG), Strategy::EnvVars).await.unwrap();
+    let marker = web.marker(client, &ResourceRef::configmap(CONFIG), Strategy::EnvVars).await.unwrap();
     assert_eq!(marker.map(|m| m.value), Some(hash), "the reload itself is kept");
 }
 
@@ -146,19 +137,18 @@ async fn a_new_process_resumes_a_deployment_paused_by_a_killed_one() {
 /// an endpoint that fails twice gets the same notice a third time.
 #[tokio::test]
 async fn webhook_mode_posts_changes_retries_failures_and_touches_no_workload() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let client = plane.client();
-    let (ns, resources, web) = namespace_with_web(plane, &client, &[]).await;
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
+    let web = web_with_config(&env, &[]).await;
     let secret = ResourceRef::secret(SECRET);
     resources.create(&secret, &[("password", "one")]).await.unwrap();
     let hook = HttpRecorder::start().await;
     let _reloader = Reloader::builder(plane)
-        .args([namespaced(&ns), format!("--webhook-url={}", hook.url("/hook"))])
+        .args([namespaced(ns), format!("--webhook-url={}", hook.url("/hook"))])
         .start()
         .await
         .unwrap();
-    let before = web.observe(&client).await.unwrap();
+    let before = web.observe(client).await.unwrap();
 
     let started = Instant::now();
     let hash = resources.update_data(&ResourceRef::configmap(CONFIG), &[("k", "v2")]).await.unwrap();
@@ -185,7 +175,7 @@ async fn webhook_mode_posts_changes_retries_failures_and_touches_no_workload() {
         let body = attempt.json().unwrap();
         assert_eq!([&body["kind"], &body["name"], &body["hash"]], ["Secret", SECRET, secret_hash.as_str()]);
     }
-    web.assert_no_change_for(&client, &before, negative_wait(latency)).await;
+    web.assert_no_change_for(client, &before, negative_wait(latency)).await;
 }
 
 /// E39: with `ALERT_ON_RELOAD=true` each sink gets its own body shape, naming the workload, the
@@ -196,15 +186,14 @@ async fn alerts_reach_each_sink_in_its_shape() {
 }
 
 async fn alert_case(sink: &'static str) {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let client = plane.client();
-    let (ns, resources, web) = namespace_with_web(plane, &client, &[]).await;
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
+    let web = web_with_config(&env, &[]).await;
     let sink_endpoint = HttpRecorder::start().await;
     let info = unique_token("cluster-");
     let _reloader = Reloader::builder(plane)
         .name(format!("reloader-{sink}"))
-        .arg(namespaced(&ns))
+        .arg(namespaced(ns))
         .env("ALERT_ON_RELOAD", "true")
         .env("ALERT_WEBHOOK_URL", sink_endpoint.url("/alert"))
         .env("ALERT_SINK", sink)
@@ -215,7 +204,7 @@ async fn alert_case(sink: &'static str) {
 
     let config = ResourceRef::configmap(CONFIG);
     let hash = resources.update_data(&config, &[("k", "v2")]).await.unwrap();
-    web.wait_for_marker(&client, &config, Strategy::EnvVars, &hash, RELOAD_TIMEOUT).await.unwrap();
+    web.wait_for_marker(client, &config, Strategy::EnvVars, &hash, RELOAD_TIMEOUT).await.unwrap();
     let alerts =
         sink_endpoint.wait_for(&format!("a {sink} alert"), RELOAD_TIMEOUT, |r| !r.is_empty()).await.unwrap();
     let alert = &alerts[0];
@@ -246,13 +235,12 @@ fn alert_json(alert: &RecordedRequest) -> Value {
 /// well within one such cycle, which they could not if alerts were sent in the write path.
 #[tokio::test]
 async fn an_unresponsive_alert_sink_does_not_hold_up_reloads() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let client = plane.client();
-    let (ns, resources, web) = namespace_with_web(plane, &client, &[]).await;
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
+    let web = web_with_config(&env, &[]).await;
     let black_hole = BlackHole::start().await;
     let _reloader = Reloader::builder(plane)
-        .arg(namespaced(&ns))
+        .arg(namespaced(ns))
         .env("ALERT_ON_RELOAD", "true")
         .env("ALERT_WEBHOOK_URL", black_hole.url("/alert"))
         .env("ALERT_SINK", "slack")
@@ -265,7 +253,7 @@ async fn an_unresponsive_alert_sink_does_not_hold_up_reloads() {
     for round in ["v2", "v3", "v4"] {
         let hash = resources.update_data(&config, &[("k", round)]).await.unwrap();
         let left = deadline.saturating_duration_since(Instant::now());
-        web.wait_for_marker(&client, &config, Strategy::EnvVars, &hash, left).await.unwrap();
+        web.wait_for_marker(client, &config, Strategy::EnvVars, &hash, left).await.unwrap();
     }
     wait_until("the alert to be attempted", RELOAD_TIMEOUT, || async {
         match black_hole.accepted() {
@@ -281,19 +269,17 @@ async fn an_unresponsive_alert_sink_does_not_hold_up_reloads() {
 /// JSON keys); without it, a warning says it is not.
 #[tokio::test]
 async fn meta_info_configmap_is_published_where_reloader_namespace_points() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let client = plane.client();
-    let ns = plane.namespace().await;
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, .. } = &env;
     let publishing = Reloader::builder(plane)
         .name("publishing")
-        .args([namespaced(&ns), "--reload-strategy=annotations".into()])
+        .args([namespaced(ns), "--reload-strategy=annotations".into()])
         .env("RELOADER_NAMESPACE", ns.name())
         .env("RELOADER_DEPLOYMENT_NAME", "reloader-reloader")
         .start()
         .await
         .unwrap();
-    let configmaps: Api<ConfigMap> = ns.api(&client);
+    let configmaps: Api<ConfigMap> = ns.api(client);
     let published = wait_until("reloader-meta-info", RELOAD_TIMEOUT, || async {
         configmaps.get_opt("reloader-meta-info").await?.ok_or_else(|| NotYet::because("not there yet"))
     })
@@ -314,7 +300,7 @@ async fn meta_info_configmap_is_published_where_reloader_namespace_points() {
     assert_eq!([&deployment["name"], &deployment["namespace"]], ["reloader-reloader", ns.name()]);
     drop(publishing);
 
-    let silent = Reloader::builder(plane).name("silent").arg(namespaced(&ns)).start().await.unwrap();
+    let silent = Reloader::builder(plane).name("silent").arg(namespaced(ns)).start().await.unwrap();
     let log = silent.log_text();
     assert!(log.contains("RELOADER_NAMESPACE is not set"), "{log}");
 }
@@ -323,17 +309,16 @@ async fn meta_info_configmap_is_published_where_reloader_namespace_points() {
 /// counts every workload write; `/live`, `/healthz`, `/readyz` answer 200 once synced.
 #[tokio::test]
 async fn metrics_count_each_reload_and_probes_answer() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let client = plane.client();
-    let (ns, resources, first) = namespace_with_web(plane, &client, &[]).await;
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
+    let first = web_with_config(&env, &[]).await;
     let second = WorkloadSpec::new(Kind::StatefulSet, "db")
         .metadata_annotation(ANNOTATION_AUTO, "true")
         .env_from_configmap(CONFIG)
-        .create(&client, ns.name())
+        .create(client, ns.name())
         .await
         .unwrap();
-    let reloader = Reloader::builder(plane).arg(namespaced(&ns)).start().await.unwrap();
+    let reloader = Reloader::builder(plane).arg(namespaced(ns)).start().await.unwrap();
     for path in ["/live", "/healthz", "/readyz"] {
         assert_eq!(reloader.get(path).await.unwrap(), (200, "ok".to_owned()), "{path}");
     }
@@ -348,7 +333,7 @@ async fn metrics_count_each_reload_and_probes_answer() {
         let hash = resources.update_data(&config, &[("k", round)]).await.unwrap();
         for workload in [&first, &second] {
             workload
-                .wait_for_marker(&client, &config, Strategy::EnvVars, &hash, RELOAD_TIMEOUT)
+                .wait_for_marker(client, &config, Strategy::EnvVars, &hash, RELOAD_TIMEOUT)
                 .await
                 .unwrap();
         }
@@ -369,15 +354,13 @@ async fn metrics_count_each_reload_and_probes_answer() {
 /// turns 200 once they can; `/live` and `/healthz` are 200 throughout.
 #[tokio::test]
 async fn readyz_waits_for_the_caches_and_live_does_not() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let client = plane.client();
-    let ns = plane.namespace().await;
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, .. } = &env;
     let account = "unprivileged";
     let kubeconfig = KubeconfigFile::for_service_account(plane, ns.name(), account).await.unwrap();
     let reloader = Reloader::builder(plane)
         .kubeconfig(kubeconfig.path())
-        .args([namespaced(&ns), "--is-openshift=false".into()])
+        .args([namespaced(ns), "--is-openshift=false".into()])
         .no_wait()
         .start()
         .await
@@ -397,7 +380,7 @@ async fn readyz_waits_for_the_caches_and_live_does_not() {
         assert_eq!(reloader.get(path).await.unwrap().0, expected, "{path} without permissions");
     }
 
-    grant_namespaced_reloader_role(&client, ns.name(), ns.name(), account).await.unwrap();
+    grant_namespaced_reloader_role(client, ns.name(), ns.name(), account).await.unwrap();
     reloader.wait_ready(Duration::from_secs(120)).await.unwrap();
     assert_eq!(reloader.get("/live").await.unwrap().0, 200);
 }

@@ -12,8 +12,10 @@ use futures::future::join_all;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
-use reloader_tests::fixtures::{ResourceKind, ResourceRef, Resources, expected_env_var, negative_wait};
 use reloader_harness::{ControlPlane, NotYet, Reloader, TestNamespace, wait_until};
+use reloader_tests::fixtures::{
+    ResourceKind, ResourceRef, Resources, TestEnv, expected_env_var, negative_wait,
+};
 use serde_json::json;
 
 const PER_KIND: usize = 10;
@@ -158,11 +160,10 @@ fn current(found: &BTreeMap<String, String>, expected: &BTreeMap<String, String>
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_twenty_changes_is_one_rollout_with_a_coalesce_period() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, .. } = &env;
 
-    let ns = plane.namespace().await;
-    let coalesced = burst(plane, &ns, "2s").await;
+    let coalesced = burst(plane, ns, "2s").await;
     eprintln!("--coalesce-period=2s: {coalesced:?}");
     assert!(coalesced.burst < Duration::from_secs(1), "the 20 changes were made within 1 s: {coalesced:?}");
     assert_eq!(coalesced.replica_sets_before, 1);

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
+use reloader_harness::{NotYet, Reloader, wait_until};
 use reloader_tests::fixtures::*;
-use reloader_harness::{ControlPlane, NotYet, Reloader, wait_until};
 
 const WAIT: Duration = Duration::from_secs(60);
 const DRY_RUN_WRITES: &str = "reloader_dry_run_writes_total{workload_kind=\"Deployment\"}";
@@ -44,12 +44,9 @@ async fn dry_run_writes(reloader: &Reloader) -> f64 {
 
 #[tokio::test]
 async fn a_dry_run_logs_and_counts_every_write_and_makes_none() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let client = plane.client();
-    let ns = plane.namespace().await;
-    let resources = Resources::new(&client, ns.name());
-    let deployments: Api<Deployment> = ns.api(&client);
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
+    let deployments: Api<Deployment> = ns.api(client);
     let config = ResourceRef::configmap("app-config");
     let token = ResourceRef::secret("api-token");
     let planted = format!("planted-{}-value", ns.name());
@@ -60,11 +57,11 @@ async fn a_dry_run_logs_and_counts_every_write_and_makes_none() {
         .metadata_annotation(ANNOTATION_AUTO, "true")
         .env_from_configmap(&config.name)
         .env_from_secret(&token.name)
-        .create(&client, ns.name())
+        .create(client, ns.name())
         .await
         .unwrap();
     let before = settled_resource_version(&deployments, "web").await;
-    let initial = web.observe(&client).await.unwrap();
+    let initial = web.observe(client).await.unwrap();
 
     let mut dry = Reloader::builder(plane)
         .name("dry-run")
@@ -108,14 +105,14 @@ async fn a_dry_run_logs_and_counts_every_write_and_makes_none() {
     assert!(!log.contains(&planted), "the Secret's value is in the log:\n{log}");
 
     // Nothing was written: not now, and not after five times the observed latency.
-    web.assert_no_change_for(&client, &initial, negative_wait(latency)).await;
+    web.assert_no_change_for(client, &initial, negative_wait(latency)).await;
     let after = deployments.get("web").await.unwrap();
     assert_eq!(
         after.metadata.resource_version.as_deref(),
         Some(before.as_str()),
         "a dry run wrote the workload"
     );
-    assert_eq!(web.marker(&client, &config, Strategy::EnvVars).await.unwrap(), None);
+    assert_eq!(web.marker(client, &config, Strategy::EnvVars).await.unwrap(), None);
     dry.terminate(Duration::from_secs(5));
 
     // The positive twin: the same controller without --dry-run reloads for the next change.
@@ -126,7 +123,7 @@ async fn a_dry_run_logs_and_counts_every_write_and_makes_none() {
         .await
         .unwrap();
     let v3 = resources.update_data(&config, &[("key", "v3")]).await.unwrap();
-    web.wait_for_marker(&client, &config, Strategy::EnvVars, &v3, WAIT).await.unwrap();
+    web.wait_for_marker(client, &config, Strategy::EnvVars, &v3, WAIT).await.unwrap();
     let reloaded = deployments.get("web").await.unwrap();
     assert_ne!(reloaded.metadata.resource_version.as_deref(), Some(before.as_str()));
     assert_eq!(dry_run_writes(&real).await, 0.0, "a real run counts no dry-run write");

@@ -9,8 +9,8 @@ mod support;
 
 use std::time::Duration;
 
+use reloader_harness::Reloader;
 use reloader_tests::fixtures::*;
-use reloader_harness::{ControlPlane, Reloader};
 use serde_json::Value;
 use support::{explain_json, listed, resource, run_reloader, write_service_account_kubeconfig};
 
@@ -156,19 +156,18 @@ fn cases() -> Vec<ExplainCase> {
 
 #[tokio::test]
 async fn the_json_explains_each_case_of_scenarios_a() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let client = plane.client();
+    let env = TestEnv::new().await;
+    let TestEnv { plane, client, .. } = &env;
     for case in cases() {
         // A namespace per case: patterns and search look at every resource of the namespace.
         let ns = plane.namespace().await;
-        let resources = Resources::new(&client, ns.name());
+        let resources = Resources::new(client, ns.name());
         let mut hashes = Vec::new();
         for (resource, annotations) in &case.resources {
             let hash = resources.create_annotated(resource, &[("key", "v1")], annotations).await.unwrap();
             hashes.push((resource.clone(), hash));
         }
-        case.workload.create(&client, ns.name()).await.unwrap();
+        case.workload.create(client, ns.name()).await.unwrap();
 
         let json = explain_json(plane, ns.name(), "deployment/web", &[]).await;
         let name = case.name;
@@ -210,11 +209,8 @@ async fn the_json_explains_each_case_of_scenarios_a() {
 
 #[tokio::test]
 async fn references_say_how_and_by_which_container() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let client = plane.client();
-    let ns = plane.namespace().await;
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
     let shared = ResourceRef::configmap("shared");
     resources.create(&shared, &[("key", "v1")]).await.unwrap();
     deployment("web")
@@ -223,7 +219,7 @@ async fn references_say_how_and_by_which_container() {
         .configmap_key_ref(&shared.name)
         .projected_configmap(&shared.name)
         .init_configmap_volume(&shared.name)
-        .create(&client, ns.name())
+        .create(client, ns.name())
         .await
         .unwrap();
 
@@ -252,11 +248,8 @@ async fn references_say_how_and_by_which_container() {
 
 #[tokio::test]
 async fn the_text_reads_well_for_a_newcomer() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let client = plane.client();
-    let ns = plane.namespace().await;
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
     let (config, legacy, db) =
         (ResourceRef::configmap("app-config"), ResourceRef::configmap("legacy"), ResourceRef::secret("db"));
     let config_hash = resources.create(&config, &[("mode", "fast")]).await.unwrap();
@@ -269,7 +262,7 @@ async fn the_text_reads_well_for_a_newcomer() {
         .env_from_configmap(&config.name)
         .configmap_volume(&legacy.name)
         .init_env_from_secret(&db.name)
-        .create(&client, ns.name())
+        .create(client, ns.name())
         .await
         .unwrap();
 
@@ -330,17 +323,14 @@ async fn the_text_reads_well_for_a_newcomer() {
 
 #[tokio::test]
 async fn after_a_reload_the_marker_matches_the_current_hash() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let client = plane.client();
-    let ns = plane.namespace().await;
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
     let config = ResourceRef::configmap("app-config");
     resources.create(&config, &[("key", "v1")]).await.unwrap();
     let web = deployment("web")
         .metadata_annotation(ANNOTATION_AUTO, "true")
         .env_from_configmap(&config.name)
-        .create(&client, ns.name())
+        .create(client, ns.name())
         .await
         .unwrap();
     let env_var = expected_env_var(config.kind, &config.name);
@@ -354,7 +344,7 @@ async fn after_a_reload_the_marker_matches_the_current_hash() {
     let mut reloader =
         Reloader::builder(plane).arg(format!("--namespaces={}", ns.name())).start().await.unwrap();
     let v2 = resources.update_data(&config, &[("key", "v2")]).await.unwrap();
-    web.wait_for_marker(&client, &config, Strategy::EnvVars, &v2, RELOAD_TIMEOUT).await.unwrap();
+    web.wait_for_marker(client, &config, Strategy::EnvVars, &v2, RELOAD_TIMEOUT).await.unwrap();
 
     let after = explain_json(plane, ns.name(), "deployment/web", &[]).await;
     let r = resource(&after, "ConfigMap", "app-config");
@@ -377,7 +367,7 @@ async fn after_a_reload_the_marker_matches_the_current_hash() {
     assert_eq!(r["reloads_on_controller_start"], true);
     let _restarted =
         Reloader::builder(plane).arg(format!("--namespaces={}", ns.name())).start().await.unwrap();
-    web.wait_for_marker(&client, &config, Strategy::EnvVars, &v3, RELOAD_TIMEOUT).await.unwrap();
+    web.wait_for_marker(client, &config, Strategy::EnvVars, &v3, RELOAD_TIMEOUT).await.unwrap();
     let caught_up = explain_json(plane, ns.name(), "deployment/web", &[]).await;
     assert_eq!(resource(&caught_up, "ConfigMap", "app-config")["marker"]["state"], "current");
 
@@ -392,11 +382,8 @@ async fn after_a_reload_the_marker_matches_the_current_hash() {
 
 #[tokio::test]
 async fn secret_values_never_appear_in_any_output() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let client = plane.client();
-    let ns = plane.namespace().await;
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
     let planted = format!("planted-{}-value", ns.name());
     let token = ResourceRef::secret("api-token");
     let config = ResourceRef::configmap("app-config");
@@ -407,7 +394,7 @@ async fn secret_values_never_appear_in_any_output() {
         .env_from_secret(&token.name)
         .secret_key_ref(&token.name)
         .env_from_configmap(&config.name)
-        .create(&client, ns.name())
+        .create(client, ns.name())
         .await
         .unwrap();
 
@@ -432,10 +419,8 @@ async fn secret_values_never_appear_in_any_output() {
 
 #[tokio::test]
 async fn bad_targets_and_missing_permissions_fail_clearly() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let client = plane.client();
-    let ns = plane.namespace().await;
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, .. } = &env;
     let kubeconfig = plane.kubeconfig_path();
 
     let unknown = run_reloader(kubeconfig, &["explain", "pod/web", "-n", ns.name()]).await;
@@ -461,7 +446,7 @@ async fn bad_targets_and_missing_permissions_fail_clearly() {
 
     // An identity without permissions: the API server's refusal, in one line. The namespace
     // comes from the kubeconfig (no -n).
-    deployment("web").create(&client, ns.name()).await.unwrap();
+    deployment("web").create(client, ns.name()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let restricted = dir.path().join("kubeconfig");
     write_service_account_kubeconfig(plane, ns.name(), "nobody", &restricted).await;

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use reloader_harness::{ControlPlane, Crd, NotYet, PlaneOptions, Reloader, wait_until};
 use reloader_tests::fixtures::{
     ANNOTATION_AUTO, Kind, ResourceRef, Resources, Strategy, WorkloadId, WorkloadSpec, negative_wait,
 };
-use reloader_harness::{ControlPlane, Crd, NotYet, PlaneOptions, Reloader, wait_until};
 use reloader_workload_argo::Rollout;
 
 use ha_support::proxy::CuttableProxy;

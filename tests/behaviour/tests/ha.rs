@@ -17,10 +17,10 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube_leader_election::{LeaseLockParams, LeaseLockResult};
 use reloader_cli::leader::{CasLeaseLock, ElectionLock};
-use reloader_tests::fixtures::{
-    ANNOTATION_AUTO, Kind, ResourceRef, Resources, Strategy, WorkloadSpec, negative_wait,
-};
 use reloader_harness::{ControlPlane, NotYet, wait_until};
+use reloader_tests::fixtures::{
+    ANNOTATION_AUTO, Kind, ResourceRef, Strategy, TestEnv, WorkloadSpec, negative_wait,
+};
 use tokio::sync::Barrier;
 
 use ha_support::{
@@ -119,9 +119,8 @@ fn params(i: usize) -> LeaseLockParams {
 /// (leaseTransitions) moved by one. Then all try again: the winner renews, nobody else wins.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_candidates_never_both_acquire_the_lease() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let ns = plane.namespace().await;
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, .. } = &env;
     let leases: Api<Lease> = ns.api(&plane.client());
     let locks: Vec<Arc<CasLeaseLock>> = candidate_clients(plane)
         .into_iter()
@@ -168,9 +167,8 @@ async fn racing_candidates_never_both_acquire_the_lease() {
 /// above would see a double leader if the lock allowed one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn without_compare_and_swap_two_candidates_acquire_the_same_lease() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let ns = plane.namespace().await;
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, .. } = &env;
     let leases: Api<Lease> = ns.api(&plane.client());
     let locks: Vec<Arc<kube_leader_election::LeaseLock>> = candidate_clients(plane)
         .into_iter()
@@ -203,11 +201,8 @@ async fn without_compare_and_swap_two_candidates_acquire_the_same_lease() {
 /// A second take-over without a change writes nothing; the last replica still writes.
 #[tokio::test]
 async fn killing_the_leader_applies_changes_from_the_gap_exactly_once() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
     let settings = ResourceRef::configmap("settings");
     let features = ResourceRef::configmap("features");
     resources.create(&settings, &[("level", "1")]).await.unwrap();
@@ -215,13 +210,13 @@ async fn killing_the_leader_applies_changes_from_the_gap_exactly_once() {
     let web = WorkloadSpec::new(Kind::Deployment, "web")
         .metadata_annotation(ANNOTATION_AUTO, "true")
         .env_from_configmap("settings")
-        .create(&client, ns.name())
+        .create(client, ns.name())
         .await
         .unwrap();
     let api = WorkloadSpec::new(Kind::Deployment, "api")
         .metadata_annotation(ANNOTATION_AUTO, "true")
         .env_from_configmap("features")
-        .create(&client, ns.name())
+        .create(client, ns.name())
         .await
         .unwrap();
     // Long enough that the changes below certainly land before the Lease expires.
@@ -229,13 +224,13 @@ async fn killing_the_leader_applies_changes_from_the_gap_exactly_once() {
     let names = ["r1", "r2", "r3"];
     let mut replicas = start_replicas(plane, ns.name(), &names, timings, &[]).await;
     let all: Vec<_> = replicas.iter().collect();
-    let first = wait_for_single_leader(&client, ns.name(), &all, &names, REACTION).await.unwrap();
+    let first = wait_for_single_leader(client, ns.name(), &all, &names, REACTION).await.unwrap();
     assert!(replicas[first].log_text().contains("became leader"), "{}", replicas[first].log_text());
 
     // Baseline: a change reloads `web` once, written by the leader alone.
     let settings_v2 = resources.update_data(&settings, &[("level", "2")]).await.unwrap();
     let latency =
-        web.wait_for_marker(&client, &settings, Strategy::EnvVars, &settings_v2, REACTION).await.unwrap();
+        web.wait_for_marker(client, &settings, Strategy::EnvVars, &settings_v2, REACTION).await.unwrap();
     wait_until("the leader to count its reload", REACTION, || async {
         let executed = reloads_executed(&replicas[first]).await;
         if executed == 1.0 { Ok(()) } else { Err(NotYet::because(format!("{executed} reloads"))) }
@@ -253,21 +248,21 @@ async fn killing_the_leader_applies_changes_from_the_gap_exactly_once() {
     let settings_v3 = resources.update_data(&settings, &[("level", "3")]).await.unwrap();
     let features_v2 = resources.update_data(&features, &[("beta", "on")]).await.unwrap();
     assert_eq!(
-        lease_holder(&client, ns.name()).await.unwrap().as_deref(),
+        lease_holder(client, ns.name()).await.unwrap().as_deref(),
         Some(names[first]),
         "the changes must be made before anyone takes over"
     );
     let second_name =
-        wait_for_holder(&client, ns.name(), "a new leader", REACTION, |h| h != names[first]).await.unwrap();
+        wait_for_holder(client, ns.name(), "a new leader", REACTION, |h| h != names[first]).await.unwrap();
     let takeover_after_kill = seconds_since(killed_at);
     let second = names.iter().position(|n| *n == second_name).unwrap();
-    web.wait_for_marker(&client, &settings, Strategy::EnvVars, &settings_v3, REACTION).await.unwrap();
-    api.wait_for_marker(&client, &features, Strategy::EnvVars, &features_v2, REACTION).await.unwrap();
+    web.wait_for_marker(client, &settings, Strategy::EnvVars, &settings_v3, REACTION).await.unwrap();
+    api.wait_for_marker(client, &features, Strategy::EnvVars, &features_v2, REACTION).await.unwrap();
     tokio::time::sleep(negative_wait(latency)).await;
-    assert_eq!(generation(&client, &web).await, 3, "web: created, reloaded for v2, reloaded once for v3");
-    assert_eq!(generation(&client, &api).await, 2, "api: created, reloaded once for the gap's change");
-    wait_for_replica_sets(&client, &web, 3).await;
-    wait_for_replica_sets(&client, &api, 2).await;
+    assert_eq!(generation(client, &web).await, 3, "web: created, reloaded for v2, reloaded once for v3");
+    assert_eq!(generation(client, &api).await, 2, "api: created, reloaded once for the gap's change");
+    wait_for_replica_sets(client, &web, 3).await;
+    wait_for_replica_sets(client, &api, 2).await;
     let standby = 3 - first - second;
     assert_eq!(reloads_executed(&replicas[standby]).await, 0.0, "the remaining standby wrote");
     assert_eq!(reloads_executed(&replicas[second]).await, 2.0, "the new leader wrote web and api once each");
@@ -280,7 +275,7 @@ async fn killing_the_leader_applies_changes_from_the_gap_exactly_once() {
     // A take-over with no change writes nothing.
     let killed_at = Instant::now();
     replicas[second].kill();
-    wait_for_holder(&client, ns.name(), "the last replica to lead", REACTION, |h| h == names[standby])
+    wait_for_holder(client, ns.name(), "the last replica to lead", REACTION, |h| h == names[standby])
         .await
         .unwrap();
     let takeover_after_second_kill = seconds_since(killed_at);
@@ -291,15 +286,15 @@ async fn killing_the_leader_applies_changes_from_the_gap_exactly_once() {
     .await
     .unwrap();
     tokio::time::sleep(negative_wait(latency)).await;
-    assert_eq!(generation(&client, &web).await, 3, "a take-over without a change wrote to web");
-    assert_eq!(generation(&client, &api).await, 2, "a take-over without a change wrote to api");
+    assert_eq!(generation(client, &web).await, 3, "a take-over without a change wrote to web");
+    assert_eq!(generation(client, &api).await, 2, "a take-over without a change wrote to api");
 
     // ...and the last replica does write when something changes.
     let settings_v4 = resources.update_data(&settings, &[("level", "4")]).await.unwrap();
-    web.wait_for_marker(&client, &settings, Strategy::EnvVars, &settings_v4, REACTION).await.unwrap();
+    web.wait_for_marker(client, &settings, Strategy::EnvVars, &settings_v4, REACTION).await.unwrap();
     tokio::time::sleep(negative_wait(latency)).await;
-    assert_eq!(generation(&client, &web).await, 4);
-    assert_eq!(generation(&client, &api).await, 2);
+    assert_eq!(generation(client, &web).await, 4);
+    assert_eq!(generation(client, &api).await, 2);
     eprintln!(
         "take-over after SIGKILL: {takeover_after_kill:.1}s and {takeover_after_second_kill:.1}s \
          (lease {:?}); reload latency {latency:?}",
@@ -311,17 +306,14 @@ async fn killing_the_leader_applies_changes_from_the_gap_exactly_once() {
 /// seconds instead of waiting out the lease duration (30 s here), and then writes.
 #[tokio::test]
 async fn sigterm_releases_the_lease_and_a_standby_leads_within_seconds() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
     let settings = ResourceRef::configmap("settings");
     resources.create(&settings, &[("level", "1")]).await.unwrap();
     let web = WorkloadSpec::new(Kind::Deployment, "web")
         .metadata_annotation(ANNOTATION_AUTO, "true")
         .env_from_configmap("settings")
-        .create(&client, ns.name())
+        .create(client, ns.name())
         .await
         .unwrap();
     let timings = Timings {
@@ -332,7 +324,7 @@ async fn sigterm_releases_the_lease_and_a_standby_leads_within_seconds() {
     let names = ["r1", "r2", "r3"];
     let mut replicas = start_replicas(plane, ns.name(), &names, timings, &[]).await;
     let all: Vec<_> = replicas.iter().collect();
-    let first = wait_for_single_leader(&client, ns.name(), &all, &names, REACTION).await.unwrap();
+    let first = wait_for_single_leader(client, ns.name(), &all, &names, REACTION).await.unwrap();
 
     let stopped_at = Instant::now();
     replicas[first].terminate(Duration::from_secs(20));
@@ -340,7 +332,7 @@ async fn sigterm_releases_the_lease_and_a_standby_leads_within_seconds() {
     let exited_after = seconds_since(stopped_at);
     assert!(exit.success(), "exit status {exit}; log:\n{}", replicas[first].log_text());
     assert!(replicas[first].log_text().contains("released the lease"), "{}", replicas[first].log_text());
-    let next = wait_for_holder(&client, ns.name(), "a standby to lead", REACTION, |h| h != names[first])
+    let next = wait_for_holder(client, ns.name(), "a standby to lead", REACTION, |h| h != names[first])
         .await
         .unwrap();
     let takeover = stopped_at.elapsed();
@@ -354,14 +346,14 @@ async fn sigterm_releases_the_lease_and_a_standby_leads_within_seconds() {
     let remaining_names: Vec<_> =
         names.iter().enumerate().filter(|(i, _)| *i != first).map(|(_, n)| *n).collect();
     let leading =
-        wait_for_single_leader(&client, ns.name(), &remaining, &remaining_names, REACTION).await.unwrap();
+        wait_for_single_leader(client, ns.name(), &remaining, &remaining_names, REACTION).await.unwrap();
     assert_eq!(remaining_names[leading], names[next]);
 
     let settings_v2 = resources.update_data(&settings, &[("level", "2")]).await.unwrap();
     let latency =
-        web.wait_for_marker(&client, &settings, Strategy::EnvVars, &settings_v2, REACTION).await.unwrap();
+        web.wait_for_marker(client, &settings, Strategy::EnvVars, &settings_v2, REACTION).await.unwrap();
     tokio::time::sleep(negative_wait(latency)).await;
-    assert_eq!(generation(&client, &web).await, 2, "one reload, by the new leader");
+    assert_eq!(generation(client, &web).await, 2, "one reload, by the new leader");
     assert_eq!(reloads_executed(&replicas[next]).await, 1.0);
     eprintln!(
         "SIGTERM: leader exited after {exited_after:.1}s, a standby led after {:.1}s (lease {:?})",

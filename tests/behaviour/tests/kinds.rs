@@ -10,9 +10,9 @@ use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use reloader_harness::{NotYet, wait_until};
 use reloader_tests::fixtures::*;
 use reloader_tests::fixtures_extra::*;
-use reloader_harness::{ControlPlane, NotYet, wait_until};
 use reloader_workload_argo::Rollout;
 use serde_json::json;
 
@@ -55,26 +55,22 @@ async fn cronjob_change_creates_an_owned_job_and_leaves_the_cronjob_alone() {
 }
 
 async fn cronjob_case(strategy: Strategy) {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    install_all_crds(plane).await.unwrap();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::with_crds().await;
+    let TestEnv { ns, client, resources, .. } = &env;
     let config = ResourceRef::configmap(CONFIG);
     resources.create(&config, &[("k", "v1")]).await.unwrap();
-    let nightly = auto_workload(Kind::CronJob, "nightly").create(&client, ns.name()).await.unwrap();
-    let paused = auto_workload(Kind::CronJob, "paused").create(&client, ns.name()).await.unwrap();
-    let cronjobs: Api<CronJob> = ns.api(&client);
+    let nightly = auto_workload(Kind::CronJob, "nightly").create(client, ns.name()).await.unwrap();
+    let paused = auto_workload(Kind::CronJob, "paused").create(client, ns.name()).await.unwrap();
+    let cronjobs: Api<CronJob> = ns.api(client);
     let suspend = json!({ "spec": { "suspend": true } });
     cronjobs.patch("paused", &PatchParams::default(), &Patch::Merge(&suspend)).await.unwrap();
-    let nightly_before = nightly.observe(&client).await.unwrap();
-    let paused_before = paused.observe(&client).await.unwrap();
-    let reloader = reloader_for(plane, ns.name(), strategy, &[]).await.unwrap();
+    let nightly_before = nightly.observe(client).await.unwrap();
+    let paused_before = paused.observe(client).await.unwrap();
+    let reloader = env.reloader(strategy, &[]).await;
 
     let started = Instant::now();
     let first_hash = resources.update_data(&config, &[("k", "v2")]).await.unwrap();
-    let jobs = wait_for_owned_jobs(&client, ns.name(), &nightly_before.uid, 1).await;
+    let jobs = wait_for_owned_jobs(client, ns.name(), &nightly_before.uid, 1).await;
     let latency = started.elapsed();
     let job = &jobs[0];
     let name = job.metadata.name.as_deref().unwrap_or_default();
@@ -91,7 +87,7 @@ async fn cronjob_case(strategy: Strategy) {
 
     // Every change makes a Job of its own.
     let second_hash = resources.update_data(&config, &[("k", "v3")]).await.unwrap();
-    let jobs = wait_for_owned_jobs(&client, ns.name(), &nightly_before.uid, 2).await;
+    let jobs = wait_for_owned_jobs(client, ns.name(), &nightly_before.uid, 2).await;
     // Creation timestamps have one-second resolution: compare the set, not the order.
     let mut markers: Vec<Option<String>> = jobs
         .iter()
@@ -102,12 +98,12 @@ async fn cronjob_case(strategy: Strategy) {
     expected.sort();
     assert_eq!(markers, expected, "{strategy}: one Job per change, each with its change's marker");
 
-    paused.assert_no_change_for(&client, &paused_before, negative_wait(latency)).await;
-    let from_suspended = jobs_owned_by(&client, ns.name(), &paused_before.uid).await.unwrap();
+    paused.assert_no_change_for(client, &paused_before, negative_wait(latency)).await;
+    let from_suspended = jobs_owned_by(client, ns.name(), &paused_before.uid).await.unwrap();
     assert!(from_suspended.is_empty(), "{strategy}: the suspended CronJob got Jobs: {from_suspended:?}");
     let skipped = reloader.metric(r#"reloader_skipped_total{reason="suspended"}"#).await.unwrap();
     assert!(skipped >= Some(2.0), "{strategy}: the suspended CronJob was considered twice: {skipped:?}");
-    let nightly_now = nightly.observe(&client).await.unwrap();
+    let nightly_now = nightly.observe(client).await.unwrap();
     assert!(
         nightly_now.same_spec_as(&nightly_before),
         "{strategy}: the CronJob was modified:\nbefore {nightly_before:#?}\nafter {nightly_now:#?}"
@@ -121,20 +117,16 @@ async fn job_is_recreated_with_the_same_name_and_the_marker() {
 }
 
 async fn job_case(strategy: Strategy) {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    install_all_crds(plane).await.unwrap();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::with_crds().await;
+    let TestEnv { ns, client, resources, .. } = &env;
     let config = ResourceRef::configmap(CONFIG);
     resources.create(&config, &[("k", "v1")]).await.unwrap();
-    let job = auto_workload(Kind::Job, "migrate").create(&client, ns.name()).await.unwrap();
-    let before = job.observe(&client).await.unwrap();
-    let _reloader = reloader_for(plane, ns.name(), strategy, &[]).await.unwrap();
+    let job = auto_workload(Kind::Job, "migrate").create(client, ns.name()).await.unwrap();
+    let before = job.observe(client).await.unwrap();
+    let _reloader = env.reloader(strategy, &[]).await;
 
     let hash = resources.update_data(&config, &[("k", "v2")]).await.unwrap();
-    let jobs: Api<Job> = ns.api(&client);
+    let jobs: Api<Job> = ns.api(client);
     let recreated = wait_until(&format!("{strategy}: Job migrate recreated"), RELOAD_TIMEOUT, || async {
         let now = jobs.get("migrate").await?;
         let uid = now.metadata.uid.clone().unwrap_or_default();
@@ -167,31 +159,27 @@ async fn rollouts_and_deployment_configs_change_their_template_or_restart() {
 }
 
 async fn crd_kinds_case(strategy: Strategy) {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    install_all_crds(plane).await.unwrap();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::with_crds().await;
+    let TestEnv { ns, client, resources, .. } = &env;
     let config = ResourceRef::configmap(CONFIG);
     resources.create(&config, &[("k", "v1")]).await.unwrap();
-    let rollout = auto_workload(Kind::Rollout, "ro").create(&client, ns.name()).await.unwrap();
+    let rollout = auto_workload(Kind::Rollout, "ro").create(client, ns.name()).await.unwrap();
     let deployment_config =
-        auto_workload(Kind::DeploymentConfig, "dc").create(&client, ns.name()).await.unwrap();
+        auto_workload(Kind::DeploymentConfig, "dc").create(client, ns.name()).await.unwrap();
     let restarting = auto_workload(Kind::Rollout, "ro-restart")
         .metadata_annotation(ANNOTATION_ROLLOUT_STRATEGY, "restart")
-        .create(&client, ns.name())
+        .create(client, ns.name())
         .await
         .unwrap();
-    let restarting_before = restarting.observe(&client).await.unwrap();
-    let _reloader = reloader_for(plane, ns.name(), strategy, &[]).await.unwrap();
+    let restarting_before = restarting.observe(client).await.unwrap();
+    let _reloader = env.reloader(strategy, &[]).await;
 
     let changed_at = Timestamp::now().as_second();
     let hash = resources.update_data(&config, &[("k", "v2")]).await.unwrap();
     for workload in [&rollout, &deployment_config] {
-        workload.wait_for_marker(&client, &config, strategy, &hash, RELOAD_TIMEOUT).await.unwrap();
+        workload.wait_for_marker(client, &config, strategy, &hash, RELOAD_TIMEOUT).await.unwrap();
     }
-    let rollouts: Api<Rollout> = ns.api(&client);
+    let rollouts: Api<Rollout> = ns.api(client);
     let plain = rollouts.get("ro").await.unwrap();
     assert_eq!(plain.spec.restart_at, None, "{strategy}: a default Rollout is not restarted");
 
@@ -203,7 +191,7 @@ async fn crd_kinds_case(strategy: Strategy) {
     .unwrap();
     let at = rfc3339_seconds(&restarted).unwrap_or_else(|| panic!("{strategy}: restartAt {restarted:?}"));
     assert!(at >= changed_at - 1, "{strategy}: restartAt {restarted} is older than the change");
-    let restarting_now = restarting.observe(&client).await.unwrap();
+    let restarting_now = restarting.observe(client).await.unwrap();
     assert_eq!(restarting_now.template, restarting_before.template, "{strategy}: restart keeps the template");
 }
 
@@ -211,15 +199,11 @@ async fn crd_kinds_case(strategy: Strategy) {
 /// skipped without an error, and the controller keeps reloading everything else.
 #[tokio::test]
 async fn a_workload_ref_rollout_is_skipped_without_error() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    install_all_crds(plane).await.unwrap();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::with_crds().await;
+    let TestEnv { ns, client, resources, .. } = &env;
     let config = ResourceRef::configmap(CONFIG);
     resources.create(&config, &[("k", "v1")]).await.unwrap();
-    let web = auto_workload(Kind::Deployment, "web").create(&client, ns.name()).await.unwrap();
+    let web = auto_workload(Kind::Deployment, "web").create(client, ns.name()).await.unwrap();
     let borrowed: Rollout = serde_json::from_value(json!({
         "apiVersion": reloader_workload_argo::API_VERSION,
         "kind": reloader_workload_argo::KIND,
@@ -236,25 +220,25 @@ async fn a_workload_ref_rollout_is_skipped_without_error() {
         },
     }))
     .unwrap();
-    let rollouts: Api<Rollout> = ns.api(&client);
+    let rollouts: Api<Rollout> = ns.api(client);
     rollouts.create(&PostParams::default(), &borrowed).await.unwrap();
     let borrowed_id = WorkloadId { kind: Kind::Rollout, namespace: ns.name().into(), name: "ro-ref".into() };
-    let borrowed_before = borrowed_id.observe(&client).await.unwrap();
-    let mut reloader = reloader_for(plane, ns.name(), Strategy::EnvVars, &[]).await.unwrap();
+    let borrowed_before = borrowed_id.observe(client).await.unwrap();
+    let mut reloader = env.reloader(Strategy::EnvVars, &[]).await;
 
     for round in 2..4 {
         let hash = resources.update_data(&config, &[("k", &format!("v{round}"))]).await.unwrap();
-        web.wait_for_marker(&client, &config, Strategy::EnvVars, &hash, RELOAD_TIMEOUT).await.unwrap();
+        web.wait_for_marker(client, &config, Strategy::EnvVars, &hash, RELOAD_TIMEOUT).await.unwrap();
     }
     let skipped = reloader.metric(r#"reloader_skipped_total{reason="no_template"}"#).await.unwrap();
     assert!(skipped >= Some(2.0), "the workloadRef Rollout was considered and skipped: {skipped:?}");
-    let borrowed_now = borrowed_id.observe(&client).await.unwrap();
+    let borrowed_now = borrowed_id.observe(client).await.unwrap();
     assert!(borrowed_now.same_spec_as(&borrowed_before), "the workloadRef Rollout was written");
     assert_eq!(reloader.exit_status(), None, "the controller is still running");
     let log = reloader.log_text();
     assert!(!log.contains("panicked"), "{log}");
     assert!(!log.contains("reload failed"), "{log}");
-    let events = events_for(&client, ns.name(), Kind::Rollout, "ro-ref").await.unwrap();
+    let events = events_for(client, ns.name(), Kind::Rollout, "ro-ref").await.unwrap();
     assert!(warnings(&events).is_empty(), "no warning for a skip: {events:#?}");
 }
 
@@ -270,32 +254,28 @@ async fn ignored_workload_types_leave_jobs_and_cronjobs_alone() {
 }
 
 async fn ignored_types_case(flag: &str, ignored: &[Kind]) {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    install_all_crds(plane).await.unwrap();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::with_crds().await;
+    let TestEnv { ns, client, resources, .. } = &env;
     let config = ResourceRef::configmap(CONFIG);
     resources.create(&config, &[("k", "v1")]).await.unwrap();
-    let web = auto_workload(Kind::Deployment, "web").create(&client, ns.name()).await.unwrap();
-    let job = auto_workload(Kind::Job, "batch").create(&client, ns.name()).await.unwrap();
-    let cronjob = auto_workload(Kind::CronJob, "cron").create(&client, ns.name()).await.unwrap();
-    let job_before = job.observe(&client).await.unwrap();
-    let cronjob_before = cronjob.observe(&client).await.unwrap();
+    let web = auto_workload(Kind::Deployment, "web").create(client, ns.name()).await.unwrap();
+    let job = auto_workload(Kind::Job, "batch").create(client, ns.name()).await.unwrap();
+    let cronjob = auto_workload(Kind::CronJob, "cron").create(client, ns.name()).await.unwrap();
+    let job_before = job.observe(client).await.unwrap();
+    let cronjob_before = cronjob.observe(client).await.unwrap();
     let argument = format!("--ignored-workload-types={flag}");
-    let _reloader = reloader_for(plane, ns.name(), Strategy::EnvVars, &[&argument]).await.unwrap();
+    let _reloader = env.reloader(Strategy::EnvVars, &[&argument]).await;
 
     let started = Instant::now();
     let hash = resources.update_data(&config, &[("k", "v2")]).await.unwrap();
-    web.wait_for_marker(&client, &config, Strategy::EnvVars, &hash, RELOAD_TIMEOUT).await.unwrap();
+    web.wait_for_marker(client, &config, Strategy::EnvVars, &hash, RELOAD_TIMEOUT).await.unwrap();
     let mut latency = started.elapsed();
     if !ignored.contains(&Kind::Job) {
-        let waited = job.wait_for_marker(&client, &config, Strategy::EnvVars, &hash, RELOAD_TIMEOUT).await;
+        let waited = job.wait_for_marker(client, &config, Strategy::EnvVars, &hash, RELOAD_TIMEOUT).await;
         latency = latency.max(waited.unwrap_or_else(|e| panic!("{flag}: the Job should reload: {e}")));
     }
     if !ignored.contains(&Kind::CronJob) {
-        let jobs = wait_for_owned_jobs(&client, ns.name(), &cronjob_before.uid, 1).await;
+        let jobs = wait_for_owned_jobs(client, ns.name(), &cronjob_before.uid, 1).await;
         latency = latency.max(started.elapsed());
         let marker = marker_in(&jobs[0].spec.clone().unwrap().template, &config, Strategy::EnvVars);
         assert_eq!(marker.map(|m| m.value), Some(hash.clone()), "{flag}");
@@ -303,11 +283,11 @@ async fn ignored_types_case(flag: &str, ignored: &[Kind]) {
 
     let quiet = negative_wait(latency);
     if ignored.contains(&Kind::Job) {
-        job.assert_no_change_for(&client, &job_before, quiet).await;
+        job.assert_no_change_for(client, &job_before, quiet).await;
     }
     if ignored.contains(&Kind::CronJob) {
-        cronjob.assert_no_change_for(&client, &cronjob_before, quiet).await;
-        let created = jobs_owned_by(&client, ns.name(), &cronjob_before.uid).await.unwrap();
+        cronjob.assert_no_change_for(client, &cronjob_before, quiet).await;
+        let created = jobs_owned_by(client, ns.name(), &cronjob_before.uid).await.unwrap();
         assert!(created.is_empty(), "{flag}: the ignored CronJob made Jobs: {created:?}");
     }
 }

@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use reloader_tests::fixtures::{Kind, ResourceRef, Resources, Strategy, WorkloadSpec};
-use reloader_harness::{ControlPlane, Reloader};
+use reloader_harness::Reloader;
+use reloader_tests::fixtures::{Kind, ResourceRef, Strategy, TestEnv, WorkloadSpec};
 
 const WORKLOADS: usize = 6;
 const RATE: f64 = 2.0;
@@ -12,11 +12,8 @@ const WAIT_SUM: &str = "reloader_write_rate_limit_wait_seconds_sum";
 
 #[tokio::test]
 async fn a_fan_out_waits_for_the_write_rate_limit_and_every_write_lands() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
     let shared = ResourceRef::configmap("shared");
     resources.create(&shared, &[("k", "v1")]).await.expect("ConfigMap");
     let mut workloads = Vec::new();
@@ -25,7 +22,7 @@ async fn a_fan_out_waits_for_the_write_rate_limit_and_every_write_lands() {
             .metadata_annotation("reloader.stakater.com/auto", "true")
             .env_from_configmap(&shared.name)
             .without_pods();
-        workloads.push(spec.create(&client, ns.name()).await.expect("Deployment"));
+        workloads.push(spec.create(client, ns.name()).await.expect("Deployment"));
     }
     let reloader = Reloader::builder(plane)
         .args([format!("--namespaces={}", ns.name()), format!("--max-writes-per-second={RATE}")])
@@ -38,7 +35,7 @@ async fn a_fan_out_waits_for_the_write_rate_limit_and_every_write_lands() {
     let hash = resources.update_data(&shared, &[("k", "v2")]).await.expect("update");
     for workload in &workloads {
         workload
-            .wait_for_marker(&client, &shared, Strategy::EnvVars, &hash, Duration::from_secs(60))
+            .wait_for_marker(client, &shared, Strategy::EnvVars, &hash, Duration::from_secs(60))
             .await
             .expect("every workload reloads despite the limit");
     }

@@ -12,9 +12,9 @@ use futures::future::join_all;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use kube::api::{Api, ListParams};
+use reloader_harness::{ControlPlane, KubeconfigFile, Reloader, TestNamespace};
 use reloader_tests::fixtures::*;
 use reloader_tests::fixtures_extra::*;
-use reloader_harness::{ControlPlane, KubeconfigFile, Reloader, TestNamespace};
 
 const RELOAD_TIMEOUT: Duration = Duration::from_secs(60);
 const STARTUP_ERROR_TIMEOUT: Duration = Duration::from_secs(30);
@@ -96,11 +96,8 @@ async fn resources_to_ignore_skips_one_type_and_keeps_the_other() {
 }
 
 async fn resources_to_ignore_case(flag: &str, ignored: ResourceKind) {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
     let (config, secret) = (ResourceRef::configmap(CONFIG), ResourceRef::secret(SECRET));
     resources.create(&config, &[("k", "v1")]).await.unwrap();
     resources.create(&secret, &[("k", "v1")]).await.unwrap();
@@ -108,7 +105,7 @@ async fn resources_to_ignore_case(flag: &str, ignored: ResourceKind) {
         .metadata_annotation(ANNOTATION_AUTO, "true")
         .env_from_configmap(CONFIG)
         .env_from_secret(SECRET)
-        .create(&client, ns.name())
+        .create(client, ns.name())
         .await
         .unwrap();
     let argument = format!("--resources-to-ignore={flag}");
@@ -122,11 +119,11 @@ async fn resources_to_ignore_case(flag: &str, ignored: ResourceKind) {
         if ignored == ResourceKind::ConfigMap { (&secret, &config) } else { (&config, &secret) };
     let started = Instant::now();
     let hash = resources.update_data(watched, &[("k", "v2")]).await.unwrap();
-    web.wait_for_marker(&client, watched, Strategy::EnvVars, &hash, RELOAD_TIMEOUT).await.unwrap();
+    web.wait_for_marker(client, watched, Strategy::EnvVars, &hash, RELOAD_TIMEOUT).await.unwrap();
     let latency = started.elapsed();
-    let before = web.observe(&client).await.unwrap();
+    let before = web.observe(client).await.unwrap();
     resources.update_data(skipped, &[("k", "v2")]).await.unwrap();
-    web.assert_no_change_for(&client, &before, negative_wait(latency)).await;
+    web.assert_no_change_for(client, &before, negative_wait(latency)).await;
     assert_eq!(before.marker(skipped, Strategy::EnvVars), None, "{flag}: no marker for the ignored type");
 }
 
@@ -150,44 +147,42 @@ async fn ignoring_both_resource_types_is_a_startup_error() {
 /// D34: `--namespaces-to-ignore` in global mode: the ignored namespace does not reload, another does.
 #[tokio::test]
 async fn namespaces_to_ignore_skips_only_the_listed_namespace() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let client = plane.client();
+    let env = TestEnv::new().await;
+    let TestEnv { plane, client, .. } = &env;
     let (auto_key, key_flags) = private_keys();
-    let (ignored, ignored_web) = namespace_with_web(plane, &client, &auto_key).await;
-    let (watched, watched_web) = namespace_with_web(plane, &client, &auto_key).await;
+    let (ignored, ignored_web) = namespace_with_web(plane, client, &auto_key).await;
+    let (watched, watched_web) = namespace_with_web(plane, client, &auto_key).await;
     let _reloader = Reloader::builder(plane)
         .args(key_flags)
         .arg(format!("--namespaces-to-ignore={}", ignored.name()))
         .start()
         .await
         .unwrap();
-    only_these_reload(&client, "v2", &[(&watched, &watched_web)], &[(&ignored, &ignored_web)]).await;
+    only_these_reload(client, "v2", &[(&watched, &watched_web)], &[(&ignored, &ignored_web)]).await;
 }
 
 /// D34: `--namespace-selector` in global mode, including label changes made at runtime.
 #[tokio::test]
 async fn namespace_selector_follows_namespace_labels_at_runtime() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let client = plane.client();
+    let env = TestEnv::new().await;
+    let TestEnv { plane, client, .. } = &env;
     let (auto_key, key_flags) = private_keys();
     let label = "reloader-tests/scope";
     let value = unique_token("sel-");
-    let (first, first_web) = namespace_with_web(plane, &client, &auto_key).await;
-    let (second, second_web) = namespace_with_web(plane, &client, &auto_key).await;
-    label_namespace(&client, first.name(), label, Some(&value)).await.unwrap();
+    let (first, first_web) = namespace_with_web(plane, client, &auto_key).await;
+    let (second, second_web) = namespace_with_web(plane, client, &auto_key).await;
+    label_namespace(client, first.name(), label, Some(&value)).await.unwrap();
     let reloader = Reloader::builder(plane)
         .args(key_flags)
         .arg(format!("--namespace-selector={label}={value}"))
         .start()
         .await
         .unwrap();
-    only_these_reload(&client, "v2", &[(&first, &first_web)], &[(&second, &second_web)]).await;
+    only_these_reload(client, "v2", &[(&first, &first_web)], &[(&second, &second_web)]).await;
 
     // Move the label; the controller learns it from its Namespace watch.
-    label_namespace(&client, first.name(), label, None).await.unwrap();
-    label_namespace(&client, second.name(), label, Some(&value)).await.unwrap();
+    label_namespace(client, first.name(), label, None).await.unwrap();
+    label_namespace(client, second.name(), label, Some(&value)).await.unwrap();
     let selection_changed = |namespace: &str, selected: bool| {
         let (namespace, selected) = (namespace.to_owned(), format!("selected={selected}"));
         move |line: &str| {
@@ -202,26 +197,23 @@ async fn namespace_selector_follows_namespace_labels_at_runtime() {
     })
     .await
     .unwrap();
-    only_these_reload(&client, "v3", &[(&second, &second_web)], &[(&first, &first_web)]).await;
+    only_these_reload(client, "v3", &[(&second, &second_web)], &[(&first, &first_web)]).await;
 }
 
 /// D34: `--resource-label-selector`: only matching ConfigMaps count, and a label added or removed
 /// at runtime takes effect for the next change.
 #[tokio::test]
 async fn resource_label_selector_follows_resource_labels() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
     let label = "reloader-tests/watch";
     let value = unique_token("res-");
     let (labelled, plain) = (ResourceRef::configmap("labelled"), ResourceRef::configmap("plain"));
     resources.create(&labelled, &[("k", "v1")]).await.unwrap();
     resources.create(&plain, &[("k", "v1")]).await.unwrap();
     resources.update_metadata(&labelled, &[(label, &value)], &[]).await.unwrap();
-    let web_labelled = auto_deployment(&client, ns.name(), "web-labelled", &labelled.name).await;
-    let web_plain = auto_deployment(&client, ns.name(), "web-plain", &plain.name).await;
+    let web_labelled = auto_deployment(client, ns.name(), "web-labelled", &labelled.name).await;
+    let web_plain = auto_deployment(client, ns.name(), "web-plain", &plain.name).await;
     let _reloader = Reloader::builder(plane)
         .args([format!("--namespaces={}", ns.name()), format!("--resource-label-selector={label}={value}")])
         .start()
@@ -244,18 +236,18 @@ async fn resource_label_selector_follows_resource_labels() {
     let (plain_before, _, _, labelled_hash) = change("v2").await;
     let started = Instant::now();
     web_labelled
-        .wait_for_marker(&client, &labelled, Strategy::EnvVars, &labelled_hash, RELOAD_TIMEOUT)
+        .wait_for_marker(client, &labelled, Strategy::EnvVars, &labelled_hash, RELOAD_TIMEOUT)
         .await
         .unwrap();
-    web_plain.assert_no_change_for(&client, &plain_before, negative_wait(started.elapsed())).await;
+    web_plain.assert_no_change_for(client, &plain_before, negative_wait(started.elapsed())).await;
 
     // Swap the label: the watch now shows `plain` and has lost `labelled`.
     resources.update_metadata(&plain, &[(label, &value)], &[]).await.unwrap();
-    remove_label(&client, ns.name(), &labelled.name, label).await;
+    remove_label(client, ns.name(), &labelled.name, label).await;
     let (_, plain_hash, labelled_before, _) = change("v3").await;
     let started = Instant::now();
-    web_plain.wait_for_marker(&client, &plain, Strategy::EnvVars, &plain_hash, RELOAD_TIMEOUT).await.unwrap();
-    web_labelled.assert_no_change_for(&client, &labelled_before, negative_wait(started.elapsed())).await;
+    web_plain.wait_for_marker(client, &plain, Strategy::EnvVars, &plain_hash, RELOAD_TIMEOUT).await.unwrap();
+    web_labelled.assert_no_change_for(client, &labelled_before, negative_wait(started.elapsed())).await;
 }
 
 async fn auto_deployment(client: &Client, namespace: &str, name: &str, config: &str) -> WorkloadId {
@@ -279,13 +271,12 @@ async fn remove_label(client: &Client, namespace: &str, name: &str, label: &str)
 /// too: the flag takes precedence.
 #[tokio::test]
 async fn namespaces_flag_needs_only_namespaced_roles() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let client = plane.client();
-    let (a, a_web) = namespace_with_web(plane, &client, ANNOTATION_AUTO).await;
-    let (b, b_web) = namespace_with_web(plane, &client, ANNOTATION_AUTO).await;
-    let (c, c_web) = namespace_with_web(plane, &client, ANNOTATION_AUTO).await;
-    let kubeconfig = namespaced_identity(plane, &client, &a, &[&a, &b, &c]).await;
+    let env = TestEnv::new().await;
+    let TestEnv { plane, client, .. } = &env;
+    let (a, a_web) = namespace_with_web(plane, client, ANNOTATION_AUTO).await;
+    let (b, b_web) = namespace_with_web(plane, client, ANNOTATION_AUTO).await;
+    let (c, c_web) = namespace_with_web(plane, client, ANNOTATION_AUTO).await;
+    let kubeconfig = namespaced_identity(plane, client, &a, &[&a, &b, &c]).await;
     let reloader = Reloader::builder(plane)
         .kubeconfig(kubeconfig.path())
         .args([format!("--namespaces={},{}", a.name(), b.name()), "--is-openshift=false".into()])
@@ -293,19 +284,18 @@ async fn namespaces_flag_needs_only_namespaced_roles() {
         .start()
         .await
         .unwrap();
-    only_these_reload(&client, "v2", &[(&a, &a_web), (&b, &b_web)], &[(&c, &c_web)]).await;
+    only_these_reload(client, "v2", &[(&a, &a_web), (&b, &b_web)], &[(&c, &c_web)]).await;
     assert_no_permission_errors(&reloader);
 }
 
 /// D35: `KUBERNETES_NAMESPACE` alone selects that one namespace, with a namespaced Role.
 #[tokio::test]
 async fn kubernetes_namespace_selects_one_namespace() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let client = plane.client();
-    let (d, d_web) = namespace_with_web(plane, &client, ANNOTATION_AUTO).await;
-    let (e, e_web) = namespace_with_web(plane, &client, ANNOTATION_AUTO).await;
-    let kubeconfig = namespaced_identity(plane, &client, &d, &[&d, &e]).await;
+    let env = TestEnv::new().await;
+    let TestEnv { plane, client, .. } = &env;
+    let (d, d_web) = namespace_with_web(plane, client, ANNOTATION_AUTO).await;
+    let (e, e_web) = namespace_with_web(plane, client, ANNOTATION_AUTO).await;
+    let kubeconfig = namespaced_identity(plane, client, &d, &[&d, &e]).await;
     let reloader = Reloader::builder(plane)
         .kubeconfig(kubeconfig.path())
         .arg("--is-openshift=false")
@@ -313,7 +303,7 @@ async fn kubernetes_namespace_selects_one_namespace() {
         .start()
         .await
         .unwrap();
-    only_these_reload(&client, "v2", &[(&d, &d_web)], &[(&e, &e_web)]).await;
+    only_these_reload(client, "v2", &[(&d, &d_web)], &[(&e, &e_web)]).await;
     assert_no_permission_errors(&reloader);
 }
 
@@ -354,12 +344,8 @@ async fn auto_reload_all_reloads_unannotated_users_unless_opted_out() {
 }
 
 async fn auto_reload_all_case(strategy: Strategy) {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    install_all_crds(plane).await.unwrap();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::with_crds().await;
+    let TestEnv { ns, client, resources, .. } = &env;
     let config = ResourceRef::configmap(CONFIG);
     resources.create(&config, &[("k", "v1")]).await.unwrap();
     resources.create(&ResourceRef::configmap("unrelated"), &[("k", "v1")]).await.unwrap();
@@ -369,7 +355,7 @@ async fn auto_reload_all_case(strategy: Strategy) {
         let base = WorkloadSpec::new(kind, "unused").without_pods();
         let uses = base.clone().env_from_configmap(CONFIG);
         users.push(
-            uses.for_kind(kind, format!("plain-{}", kind.short())).create(&client, ns.name()).await.unwrap(),
+            uses.for_kind(kind, format!("plain-{}", kind.short())).create(client, ns.name()).await.unwrap(),
         );
         let opted_out = [
             uses.for_kind(kind, format!("off-{}", kind.short()))
@@ -379,26 +365,26 @@ async fn auto_reload_all_case(strategy: Strategy) {
             base.for_kind(kind, format!("unref-{}", kind.short())).env_from_configmap("unrelated"),
         ];
         for spec in opted_out {
-            bystanders.push(spec.create(&client, ns.name()).await.unwrap());
+            bystanders.push(spec.create(client, ns.name()).await.unwrap());
         }
     }
-    let _reloader = reloader_for(plane, ns.name(), strategy, &["--auto-reload-all"]).await.unwrap();
+    let _reloader = env.reloader(strategy, &["--auto-reload-all"]).await;
     let mut before = Vec::new();
     for workload in &bystanders {
-        before.push(workload.observe(&client).await.unwrap());
+        before.push(workload.observe(client).await.unwrap());
     }
 
     let started = Instant::now();
     let hash = resources.update_data(&config, &[("k", "v2")]).await.unwrap();
     for workload in &users {
-        workload.wait_for_marker(&client, &config, strategy, &hash, RELOAD_TIMEOUT).await.unwrap();
+        workload.wait_for_marker(client, &config, strategy, &hash, RELOAD_TIMEOUT).await.unwrap();
     }
     let wait = negative_wait(started.elapsed());
     join_all(
         bystanders
             .iter()
             .zip(&before)
-            .map(|(workload, initial)| workload.assert_no_change_for(&client, initial, wait)),
+            .map(|(workload, initial)| workload.assert_no_change_for(client, initial, wait)),
     )
     .await;
 }

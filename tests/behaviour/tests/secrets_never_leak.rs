@@ -11,9 +11,9 @@ use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE_NO_PAD
 use k8s_openapi::api::core::v1::{Event, Secret};
 use kube::Client;
 use kube::api::{Api, ListParams};
+use reloader_harness::{ControlPlane, Reloader, TestNamespace};
 use reloader_tests::fixtures::*;
 use reloader_tests::fixtures_extra::*;
-use reloader_harness::{ControlPlane, Reloader, TestNamespace};
 
 const RELOAD_TIMEOUT: Duration = Duration::from_secs(60);
 const CONFIG: &str = "app-config";
@@ -114,35 +114,34 @@ async fn site(
 
 #[tokio::test]
 async fn secret_and_configmap_values_never_appear_in_any_output() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let client = plane.client();
+    let env = TestEnv::new().await;
+    let TestEnv { plane, client, .. } = &env;
     let planted = Planted::new();
     let alerts = HttpRecorder::start().await;
     let hook = HttpRecorder::start().await;
 
     let sites = [
-        site(plane, &client, &planted, Some(Strategy::EnvVars), |b| {
+        site(plane, client, &planted, Some(Strategy::EnvVars), |b| {
             b.env("ALERT_ON_RELOAD", "true")
                 .env("ALERT_WEBHOOK_URL", alerts.url("/raw"))
                 .env("ALERT_SINK", "raw")
         })
         .await,
-        site(plane, &client, &planted, Some(Strategy::Annotations), |b| {
+        site(plane, client, &planted, Some(Strategy::Annotations), |b| {
             b.args(["--reload-strategy=annotations", "--log-format=json"])
                 .env("ALERT_ON_RELOAD", "true")
                 .env("ALERT_WEBHOOK_URL", alerts.url("/slack"))
                 .env("ALERT_SINK", "slack")
         })
         .await,
-        site(plane, &client, &planted, None, |b| {
+        site(plane, client, &planted, None, |b| {
             b.args(["--log-format=json".to_owned(), format!("--webhook-url={}", hook.url("/hook"))])
         })
         .await,
     ];
 
     for site in &sites {
-        exercise(&client, site, &planted).await;
+        exercise(client, site, &planted).await;
     }
     // Webhook mode: update Secret, update ConfigMap, create, delete.
     hook.wait_for("four webhook notices", RELOAD_TIMEOUT, |r| r.len() >= 4).await.unwrap();
@@ -160,7 +159,7 @@ async fn secret_and_configmap_values_never_appear_in_any_output() {
             metrics,
             "reloader_reload_executed_total",
         ));
-        let events: Api<Event> = site.ns.api(&client);
+        let events: Api<Event> = site.ns.api(client);
         let listed = events.list(&ListParams::default()).await.unwrap().items;
         // In webhook mode nothing reloads, so only the pods' own Events are there.
         let expected = if site.strategy.is_some() { "Reloaded" } else { "Scheduled" };
@@ -178,7 +177,7 @@ async fn secret_and_configmap_values_never_appear_in_any_output() {
     let outputs: Vec<(String, String)> =
         outputs.into_iter().map(|(output, text, _)| (output, text)).collect();
     // The search itself works: the Secret as the API serves it does contain a planted value.
-    let served: Api<Secret> = sites[0].ns.api(&client);
+    let served: Api<Secret> = sites[0].ns.api(client);
     let served = serde_json::to_string(&served.get(SECRET).await.unwrap()).unwrap();
     assert!(!planted.leaks(&[("the Secret itself".into(), served)]).is_empty(), "the search finds values");
 

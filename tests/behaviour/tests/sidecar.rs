@@ -20,15 +20,14 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
 use kube::api::PostParams;
 use reloader_harness::{ControlPlane, PlaneOptions};
+use reloader_tests::fixtures::TestEnv;
 use serde_json::json;
 use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn init_mode_waits_for_every_object_writes_once_and_exits() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let ns = plane.namespace().await;
-    let client = plane.client();
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, .. } = &env;
     let work = tempfile::tempdir().unwrap();
     let mut init = Sidecar::start(
         plane.kubeconfig_path(),
@@ -42,14 +41,14 @@ async fn init_mode_waits_for_every_object_writes_once_and_exits() {
     assert!(!init.dir.join("..data").exists(), "nothing is written before every object exists");
 
     let binary: &[u8] = &[0x00, 0x9f, 0x92, 0x96, 0xff, b'\n'];
-    let configmaps: Api<ConfigMap> = ns.api(&client);
+    let configmaps: Api<ConfigMap> = ns.api(client);
     configmaps
         .create(&PostParams::default(), &configmap("app", &[("app.conf", "a=1\n")], &[("logo.bin", binary)]))
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     init.assert_running();
-    let secrets: Api<Secret> = ns.api(&client);
+    let secrets: Api<Secret> = ns.api(client);
     secrets
         .create(&PostParams::default(), &secret("creds", &[("password", "hunter2-init-value")]))
         .await
@@ -74,8 +73,8 @@ async fn init_mode_waits_for_every_object_writes_once_and_exits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn init_mode_times_out_naming_the_missing_objects() {
-    let plane = ControlPlane::shared().await;
-    let ns = plane.namespace().await;
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, .. } = &env;
     let configmaps: Api<ConfigMap> = ns.api(&plane.client());
     configmaps.create(&PostParams::default(), &configmap("present", &[("k", "v")], &[])).await.unwrap();
     let work = tempfile::tempdir().unwrap();
@@ -101,12 +100,10 @@ async fn init_mode_times_out_naming_the_missing_objects() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_write_rule_and_one_notification_per_content_change() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let configmaps: Api<ConfigMap> = ns.api(&client);
-    let secrets: Api<Secret> = ns.api(&client);
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, .. } = &env;
+    let configmaps: Api<ConfigMap> = ns.api(client);
+    let secrets: Api<Secret> = ns.api(client);
     configmaps
         .create(
             &PostParams::default(),
@@ -209,9 +206,8 @@ async fn every_write_rule_and_one_notification_per_content_change() {
 async fn a_reader_never_sees_a_mixed_set_during_100_updates() {
     const KEYS: usize = 5;
     const UPDATES: usize = 100;
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let ns = plane.namespace().await;
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, .. } = &env;
     let configmaps: Api<ConfigMap> = ns.api(&plane.client());
     let data = |generation: usize| -> serde_json::Map<String, serde_json::Value> {
         (0..KEYS)
@@ -285,8 +281,8 @@ async fn a_reader_never_sees_a_mixed_set_during_100_updates() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn p1_propagation_latency() {
     const UPDATES: usize = 100;
-    let plane = ControlPlane::shared().await;
-    let ns = plane.namespace().await;
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, .. } = &env;
     let configmaps: Api<ConfigMap> = ns.api(&plane.client());
     configmaps.create(&PostParams::default(), &configmap("app", &[("value", "0")], &[])).await.unwrap();
     let endpoint = Endpoint::start().await;
@@ -353,10 +349,8 @@ async fn p1_propagation_latency() {
 /// and an object outside it is reported as forbidden.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_manifests_least_privilege_role_is_enough() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let ns = plane.namespace().await;
-    let client = plane.client();
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, .. } = &env;
 
     let manifest = include_str!("../../../docs/sidecar-example.yaml");
     let documents: Vec<serde_json::Value> = serde_saphyr::from_multiple(manifest).unwrap();
@@ -366,24 +360,24 @@ async fn the_example_manifests_least_privilege_role_is_enough() {
         match document["kind"].as_str().unwrap() {
             "Role" => {
                 let role: k8s_openapi::api::rbac::v1::Role = serde_json::from_value(document).unwrap();
-                ns.api(&client).create(&PostParams::default(), &role).await.unwrap();
+                ns.api(client).create(&PostParams::default(), &role).await.unwrap();
             }
             "RoleBinding" => {
                 document["subjects"][0]["namespace"] = json!(ns.name());
                 let binding: k8s_openapi::api::rbac::v1::RoleBinding =
                     serde_json::from_value(document).unwrap();
-                ns.api(&client).create(&PostParams::default(), &binding).await.unwrap();
+                ns.api(client).create(&PostParams::default(), &binding).await.unwrap();
             }
             "ServiceAccount" => account = document["metadata"]["name"].as_str().map(str::to_owned),
             _ => {}
         }
     }
     let account = account.expect("the example has a ServiceAccount");
-    let configmaps: Api<ConfigMap> = ns.api(&client);
+    let configmaps: Api<ConfigMap> = ns.api(client);
     for name in ["prometheus-config", "prometheus-rules", "not-in-the-role"] {
         configmaps.create(&PostParams::default(), &configmap(name, &[(name, "x")], &[])).await.unwrap();
     }
-    let secrets: Api<Secret> = ns.api(&client);
+    let secrets: Api<Secret> = ns.api(client);
     secrets
         .create(&PostParams::default(), &secret("prometheus-remote-write", &[("password", "pw")]))
         .await

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use reloader_tests::fixtures_extra::run_reloader_to_exit;
 use reloader_harness::{ControlPlane, Crd, PlaneOptions, Reloader};
+use reloader_tests::fixtures_extra::run_reloader_to_exit;
 
 #[tokio::test]
 async fn a_kind_switched_on_but_not_served_stops_start_up_with_a_clear_error() {

@@ -9,8 +9,8 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, ReplicaSet};
 use k8s_openapi::api::core::v1::{EnvVar, Event};
 use kube::Client;
 use kube::api::{Api, ListParams};
-use reloader_tests::fixtures::*;
 use reloader_harness::{ControlPlane, NotYet, Reloader, wait_until};
+use reloader_tests::fixtures::*;
 
 /// compat.md §5: the ConfigMap `{test.url: www.stakater.com}` (and a Secret with the same data).
 const VECTOR_KEY: &str = "test.url";
@@ -166,32 +166,28 @@ async fn revisions(client: &Client, workload: &WorkloadId) -> usize {
 /// vector of compat.md §5, in the exact shape Stakater writes; each reload rolls a new
 /// ReplicaSet / ControllerRevision whose pods become Ready on the fake nodes.
 async fn marker_is_the_stakater_hash(strategy: Strategy) {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    install_all_crds(plane).await.unwrap();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::with_crds().await;
+    let TestEnv { ns, client, resources, .. } = &env;
     let config = ResourceRef::configmap(VECTOR_VALUE);
     let secret = ResourceRef::secret(VECTOR_VALUE);
     resources.create(&config, &[(VECTOR_KEY, "before")]).await.unwrap();
     resources.create(&secret, &[(VECTOR_KEY, "before")]).await.unwrap();
-    let workloads = create_for_every_kind(&client, ns.name(), "vector", |_| {
+    let workloads = create_for_every_kind(client, ns.name(), "vector", |_| {
         WorkloadSpec::base()
             .metadata_annotation(ANNOTATION_AUTO, "true")
             .env_from_configmap(&config.name)
             .secret_volume(&secret.name)
     })
     .await;
-    let _reloader = reloader_for(plane, ns.name(), strategy, &[]).await.unwrap();
+    let _reloader = env.reloader(strategy, &[]).await;
 
     for (round, resource) in [&config, &secret].into_iter().enumerate() {
         let changed_at = unix_now();
         let hash = resources.update_data(resource, &[(VECTOR_KEY, VECTOR_VALUE)]).await.unwrap();
         assert_eq!(hash, VECTOR_HASH, "the shared hashing disagrees with compat.md §5");
         for workload in &workloads {
-            workload.wait_for_marker(&client, resource, strategy, VECTOR_HASH, RELOAD_TIMEOUT).await.unwrap();
-            let template = workload.template(&client).await.unwrap();
+            workload.wait_for_marker(client, resource, strategy, VECTOR_HASH, RELOAD_TIMEOUT).await.unwrap();
+            let template = workload.template(client).await.unwrap();
             match strategy {
                 Strategy::EnvVars => {
                     let name = match resource.kind {
@@ -228,10 +224,10 @@ async fn marker_is_the_stakater_hash(strategy: Strategy) {
             }
         }
         for workload in &workloads {
-            wait_rolled_out(&client, workload, ROLLOUT_TIMEOUT).await.unwrap();
+            wait_rolled_out(client, workload, ROLLOUT_TIMEOUT).await.unwrap();
             if matches!(workload.kind, Kind::Deployment | Kind::DaemonSet | Kind::StatefulSet) {
                 assert_eq!(
-                    revisions(&client, workload).await,
+                    revisions(client, workload).await,
                     round + 2,
                     "{workload}: one revision per template"
                 );
@@ -313,12 +309,8 @@ async fn b22_restart_without_change_writes_nothing_annotations() {
 /// vector) are not touched on start-up; twins carrying a marker for older data are caught up
 /// once, proving the start-up pass ran.
 async fn prestamped_workloads_are_left_alone(strategy: Strategy) {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    install_all_crds(plane).await.unwrap();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::with_crds().await;
+    let TestEnv { ns, client, resources, .. } = &env;
     let current = ResourceRef::configmap("b23-current");
     let stale = ResourceRef::configmap("b23-stale");
     for resource in [&current, &stale] {
@@ -333,19 +325,18 @@ async fn prestamped_workloads_are_left_alone(strategy: Strategy) {
         prestamped(spec, strategy, resource, ns.name(), hash)
     };
     let up_to_date =
-        create_for_every_kind(&client, ns.name(), "b23-current", |_| stamped(&current, VECTOR_HASH)).await;
-    let behind =
-        create_for_every_kind(&client, ns.name(), "b23-stale", |_| stamped(&stale, EMPTY_HASH)).await;
-    let before = settled(&client, &up_to_date.iter().chain(&behind).cloned().collect::<Vec<_>>()).await;
+        create_for_every_kind(client, ns.name(), "b23-current", |_| stamped(&current, VECTOR_HASH)).await;
+    let behind = create_for_every_kind(client, ns.name(), "b23-stale", |_| stamped(&stale, EMPTY_HASH)).await;
+    let before = settled(client, &up_to_date.iter().chain(&behind).cloned().collect::<Vec<_>>()).await;
 
-    let _reloader = reloader_for(plane, ns.name(), strategy, &[]).await.unwrap();
+    let _reloader = env.reloader(strategy, &[]).await;
     let started = Instant::now();
     for workload in &behind {
-        workload.wait_for_marker(&client, &stale, strategy, VECTOR_HASH, RELOAD_TIMEOUT).await.unwrap();
+        workload.wait_for_marker(client, &stale, strategy, VECTOR_HASH, RELOAD_TIMEOUT).await.unwrap();
     }
     tokio::time::sleep(negative_wait(started.elapsed())).await;
     for workload in &up_to_date {
-        let now = workload.observe(&client).await.unwrap();
+        let now = workload.observe(client).await.unwrap();
         let then = &before[workload];
         assert_eq!(
             now.resource_version, then.resource_version,
@@ -353,7 +344,7 @@ async fn prestamped_workloads_are_left_alone(strategy: Strategy) {
         );
     }
     for workload in &behind {
-        let now = workload.observe(&client).await.unwrap();
+        let now = workload.observe(client).await.unwrap();
         let then = before[workload].generation.unwrap();
         assert_eq!(now.generation, Some(then + 1), "{workload}: caught up with exactly one write");
     }
@@ -451,12 +442,8 @@ async fn b24_b25_create_and_delete_ignored_by_default_annotations() {
 /// the current marker reload once at start-up, those carrying it are not touched, and a second
 /// restart touches nothing.
 async fn sync_after_restart(strategy: Strategy) {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    install_all_crds(plane).await.unwrap();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::with_crds().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
     let config = ResourceRef::configmap("b26-cm");
     let canary = ResourceRef::configmap("b26-canary-cm");
     let hash = resources.create(&config, &[(VECTOR_KEY, VECTOR_VALUE)]).await.unwrap();
@@ -467,33 +454,33 @@ async fn sync_after_restart(strategy: Strategy) {
             .env_from_configmap(&resource.name)
             .without_pods()
     };
-    let fresh = create_for_every_kind(&client, ns.name(), "b26-fresh", |_| referencing(&config)).await;
-    let stamped = create_for_every_kind(&client, ns.name(), "b26-stamped", |_| {
+    let fresh = create_for_every_kind(client, ns.name(), "b26-fresh", |_| referencing(&config)).await;
+    let stamped = create_for_every_kind(client, ns.name(), "b26-stamped", |_| {
         prestamped(referencing(&config), strategy, &config, ns.name(), &hash)
     })
     .await;
-    let canaries = create_for_every_kind(&client, ns.name(), "b26-canary", |_| referencing(&canary)).await;
-    let before = settled(&client, &fresh.iter().chain(&stamped).cloned().collect::<Vec<_>>()).await;
+    let canaries = create_for_every_kind(client, ns.name(), "b26-canary", |_| referencing(&canary)).await;
+    let before = settled(client, &fresh.iter().chain(&stamped).cloned().collect::<Vec<_>>()).await;
 
     let args = [ON_CREATE, SYNC_AFTER_RESTART];
-    let mut reloader = reloader_for(plane, ns.name(), strategy, &args).await.unwrap();
+    let mut reloader = env.reloader(strategy, &args).await;
     let started = Instant::now();
     for workload in &fresh {
-        workload.wait_for_marker(&client, &config, strategy, &hash, RELOAD_TIMEOUT).await.unwrap();
+        workload.wait_for_marker(client, &config, strategy, &hash, RELOAD_TIMEOUT).await.unwrap();
     }
     for workload in &canaries {
-        workload.wait_for_marker(&client, &canary, strategy, &canary_hash, RELOAD_TIMEOUT).await.unwrap();
+        workload.wait_for_marker(client, &canary, strategy, &canary_hash, RELOAD_TIMEOUT).await.unwrap();
     }
     tokio::time::sleep(negative_wait(started.elapsed())).await;
     for workload in &stamped {
-        let now = workload.observe(&client).await.unwrap();
+        let now = workload.observe(client).await.unwrap();
         assert_eq!(
             now.resource_version, before[workload].resource_version,
             "{workload} was written: {now:#?}"
         );
     }
     for workload in &fresh {
-        let now = workload.observe(&client).await.unwrap();
+        let now = workload.observe(client).await.unwrap();
         assert_eq!(now.generation, before[workload].generation.map(|g| g + 1), "{workload}: one write");
     }
 
@@ -524,12 +511,8 @@ fn reasons(events: &[Event], reason: &str, type_: &str) -> Vec<Event> {
 /// workload; `ReloadFail` (Warning) when the API server refuses the write (a
 /// ValidatingAdmissionPolicy freezes the template of the twin workloads).
 async fn events_are_recorded(strategy: Strategy) {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    install_all_crds(plane).await.unwrap();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::with_crds().await;
+    let TestEnv { ns, client, resources, .. } = &env;
     let config = ResourceRef::configmap("b27-cm");
     resources.create(&config, &[("key", "v0")]).await.unwrap();
     let spec = || {
@@ -538,30 +521,29 @@ async fn events_are_recorded(strategy: Strategy) {
             .env_from_configmap(&config.name)
             .without_pods()
     };
-    let accepted = create_for_every_kind(&client, ns.name(), "b27-ok", |_| spec()).await;
+    let accepted = create_for_every_kind(client, ns.name(), "b27-ok", |_| spec()).await;
     let (label, value) = FROZEN_LABEL;
-    let frozen =
-        create_for_every_kind(&client, ns.name(), "b27-frozen", |_| spec().label(label, value)).await;
-    let freeze = TemplateFreeze::install(&client, ns.name(), &frozen).await.unwrap();
-    let _reloader = reloader_for(plane, ns.name(), strategy, &[]).await.unwrap();
+    let frozen = create_for_every_kind(client, ns.name(), "b27-frozen", |_| spec().label(label, value)).await;
+    let freeze = TemplateFreeze::install(client, ns.name(), &frozen).await.unwrap();
+    let _reloader = env.reloader(strategy, &[]).await;
 
     let before: BTreeMap<_, _> = {
         let mut states = BTreeMap::new();
         for workload in &frozen {
-            states.insert(workload.clone(), workload.observe(&client).await.unwrap());
+            states.insert(workload.clone(), workload.observe(client).await.unwrap());
         }
         states
     };
     for round in 1..=2 {
         let hash = resources.update_data(&config, &[("key", &format!("v{round}"))]).await.unwrap();
         for workload in &accepted {
-            workload.wait_for_marker(&client, &config, strategy, &hash, RELOAD_TIMEOUT).await.unwrap();
+            workload.wait_for_marker(client, &config, strategy, &hash, RELOAD_TIMEOUT).await.unwrap();
         }
     }
 
     for workload in &accepted {
         let events = wait_until(&format!("two Reloaded Events on {workload}"), RELOAD_TIMEOUT, || async {
-            let events = events_for(&client, ns.name(), workload.kind, &workload.name).await?;
+            let events = events_for(client, ns.name(), workload.kind, &workload.name).await?;
             let reloaded: i32 = reasons(&events, "Reloaded", "Normal").iter().map(event_occurrences).sum();
             if reloaded >= 2 { Ok(events) } else { Err(NotYet(format!("{reloaded} so far: {events:?}"))) }
         })
@@ -579,14 +561,14 @@ async fn events_are_recorded(strategy: Strategy) {
     }
     for workload in &frozen {
         let events = wait_until(&format!("a ReloadFail Event on {workload}"), RELOAD_TIMEOUT, || async {
-            let events = events_for(&client, ns.name(), workload.kind, &workload.name).await?;
+            let events = events_for(client, ns.name(), workload.kind, &workload.name).await?;
             let failed = reasons(&events, "ReloadFail", "Warning");
             if failed.is_empty() { Err(NotYet(format!("{events:?}"))) } else { Ok(events) }
         })
         .await
         .unwrap();
         assert!(reasons(&events, "Reloaded", "Normal").is_empty(), "{workload}: {events:#?}");
-        let now = workload.observe(&client).await.unwrap();
+        let now = workload.observe(client).await.unwrap();
         assert!(now.same_spec_as(&before[workload]), "{workload} was changed despite the policy");
     }
     freeze.remove().await.unwrap();

@@ -144,7 +144,9 @@ impl DataSet {
                 async move {
                     match spec.create(&client, &namespace(i)).await {
                         Ok(_) => Ok(()),
-                        Err(reloader_harness::PlaneError::Kube(kube::Error::Api(s))) if s.code == 409 => Ok(()),
+                        Err(reloader_harness::PlaneError::Kube(kube::Error::Api(s))) if s.code == 409 => {
+                            Ok(())
+                        }
                         Err(error) => Err(error.into()),
                     }
                 }

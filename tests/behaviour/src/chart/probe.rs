@@ -251,20 +251,24 @@ impl Probe {
         }
         let jobs = self.api(&ProbeKind::Job.resource());
         jobs.delete_collection(&params, &ListParams::default()).await?;
-        reloader_harness::wait_until("the probe workloads to be deleted", std::time::Duration::from_secs(30), || async {
-            let mut left = Vec::new();
-            for kind in self.kinds() {
-                if self.api(&kind.resource()).get_opt(&kind.name()).await?.is_some() {
-                    left.push(kind);
+        reloader_harness::wait_until(
+            "the probe workloads to be deleted",
+            std::time::Duration::from_secs(30),
+            || async {
+                let mut left = Vec::new();
+                for kind in self.kinds() {
+                    if self.api(&kind.resource()).get_opt(&kind.name()).await?.is_some() {
+                        left.push(kind);
+                    }
                 }
-            }
-            let jobs = jobs.list(&ListParams::default()).await?.items.len();
-            if left.is_empty() && jobs == 0 {
-                Ok(())
-            } else {
-                Err(reloader_harness::NotYet(format!("left: {left:?}, {jobs} Jobs")))
-            }
-        })
+                let jobs = jobs.list(&ListParams::default()).await?.items.len();
+                if left.is_empty() && jobs == 0 {
+                    Ok(())
+                } else {
+                    Err(reloader_harness::NotYet(format!("left: {left:?}, {jobs} Jobs")))
+                }
+            },
+        )
         .await
     }
 

@@ -3,10 +3,11 @@
 
 use std::time::Duration;
 
+use reloader_harness::{NotYet, wait_until};
 use reloader_tests::chart::exercise::forbidden_line;
 use reloader_tests::chart::probe::{Probe, ProbeKind};
 use reloader_tests::chart::{ApplyMode, Cut, Helm, Installation, apply, release_name};
-use reloader_harness::{ControlPlane, NotYet, wait_until};
+use reloader_tests::fixtures::TestEnv;
 use serde_json::json;
 
 use super::{Scope, WAIT, isolate};
@@ -16,9 +17,8 @@ use super::{Scope, WAIT, isolate};
 /// process stays up, live and ready, and keeps reloading the kinds it may write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_write_is_reported_and_does_not_crash_loop() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let client = plane.client();
+    let env = TestEnv::new().await;
+    let TestEnv { plane, client, .. } = &env;
     let namespace = plane.namespace().await;
     let values = json!({ "reloader": { "watchGlobally": false } });
     let manifest = Helm::locate().unwrap().template(&release_name(), namespace.name(), &values).unwrap();
@@ -27,7 +27,7 @@ async fn a_denied_write_is_reported_and_does_not_crash_loop() {
         .into_iter()
         .find(|r| r.summary.contains("deployments") && r.cut == Cut::Verb("patch".into()))
         .expect("the apps rule grants patch");
-    let mut probe = Probe::create(&client, namespace.name(), &ProbeKind::BUILT_IN).await.unwrap();
+    let mut probe = Probe::create(client, namespace.name(), &ProbeKind::BUILT_IN).await.unwrap();
 
     let _isolation = isolate(Scope::ReleaseNamespace).await;
     let installation = Installation::install(plane, &manifest, Some(&removal)).await.unwrap();
@@ -88,9 +88,8 @@ async fn a_denied_write_is_reported_and_does_not_crash_loop() {
 /// and once the permission is granted it picks up and reloads, with no restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_watch_is_reported_retried_and_recovers() {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let client = plane.client();
+    let env = TestEnv::new().await;
+    let TestEnv { plane, client, .. } = &env;
     let namespace = plane.namespace().await;
     let values = json!({ "reloader": { "watchGlobally": false } });
     let manifest = Helm::locate().unwrap().template(&release_name(), namespace.name(), &values).unwrap();
@@ -99,7 +98,7 @@ async fn a_denied_watch_is_reported_retried_and_recovers() {
         .into_iter()
         .find(|r| r.summary.contains("configmaps,secrets") && r.cut == Cut::Verb("watch".into()))
         .expect("the ConfigMap/Secret rule grants watch");
-    let mut probe = Probe::create(&client, namespace.name(), &[ProbeKind::Deployment]).await.unwrap();
+    let mut probe = Probe::create(client, namespace.name(), &[ProbeKind::Deployment]).await.unwrap();
 
     let _isolation = isolate(Scope::ReleaseNamespace).await;
     let installation = Installation::install(plane, &manifest, Some(&removal)).await.unwrap();
@@ -117,7 +116,7 @@ async fn a_denied_watch_is_reported_retried_and_recovers() {
     assert_eq!(pod.exit_status(), None, "the process retries instead of exiting");
     assert_eq!(pod.get("/live").await.unwrap().0, 200);
 
-    apply(&client, &manifest.rbac(), ApplyMode::Persist).await.expect("granting the full rules");
+    apply(client, &manifest.rbac(), ApplyMode::Persist).await.expect("granting the full rules");
     probe.mark().await.unwrap();
     // The watch comes back within its backoff (at most 30 s); keep changing until a reload shows.
     let mut round = 0;

@@ -18,10 +18,11 @@
 
 use std::time::Duration;
 
+use reloader_harness::{ControlPlane, Crd, Reloader, TestNamespace};
 use reloader_tests::chart::exercise::{Limits, Secrets, Shortfall, exercise, forbidden_line};
 use reloader_tests::chart::probe::{LAST_RELOADED_FROM, Probe, ProbeKind};
 use reloader_tests::chart::{ApplyMode, Helm, Installation, Manifest, apply, release_name};
-use reloader_harness::{ControlPlane, Crd, Reloader, TestNamespace};
+use reloader_tests::fixtures::TestEnv;
 use serde_json::{Value, json};
 use tokio::sync::RwLock;
 
@@ -181,9 +182,8 @@ struct Verified {
 }
 
 async fn verify(set: ValuesSet) -> Verified {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
-    let client = plane.client();
+    let env = TestEnv::new().await;
+    let TestEnv { plane, client, .. } = &env;
     plane.install_crds(set.crds).await.expect("installing CRDs");
     let release_ns = plane.namespace().await;
     let listed: Vec<TestNamespace> = match set.scope {
@@ -197,7 +197,7 @@ async fn verify(set: ValuesSet) -> Verified {
     let helm = Helm::locate().expect("helm");
     helm.lint(release_ns.name(), &values).unwrap_or_else(|e| panic!("{}: helm lint: {e}", set.name));
     let manifest = helm.template(&release_name(), release_ns.name(), &values).expect("helm template");
-    apply(&client, &manifest, ApplyMode::DryRun)
+    apply(client, &manifest, ApplyMode::DryRun)
         .await
         .unwrap_or_else(|e| panic!("{}: the API server refuses the rendered chart: {e}", set.name));
 
@@ -210,18 +210,18 @@ async fn verify(set: ValuesSet) -> Verified {
     };
     let mut watched = Vec::new();
     for namespace in &watched_ns {
-        watched.push(Probe::create(&client, namespace, &set.kinds).await.expect("creating probe workloads"));
+        watched.push(Probe::create(client, namespace, &set.kinds).await.expect("creating probe workloads"));
     }
     let mut unwatched = Vec::new();
     for namespace in &unwatched_ns {
-        unwatched.push(Probe::create(&client, namespace, &[ProbeKind::Deployment]).await.expect("probe"));
+        unwatched.push(Probe::create(client, namespace, &[ProbeKind::Deployment]).await.expect("probe"));
     }
 
     let _isolation = isolate(set.scope).await;
     let installation = Installation::install(plane, &manifest, None).await.expect("installing the RBAC");
     let mut pods = installation.start(plane).await.expect("starting the controller");
     let result = exercise(
-        &client,
+        client,
         release_ns.name(),
         &mut pods,
         &mut watched,

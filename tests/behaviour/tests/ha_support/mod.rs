@@ -11,8 +11,8 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, ListParams};
-use reloader_tests::fixtures::WorkloadId;
 use reloader_harness::{ControlPlane, NotYet, PlaneError, Reloader, wait_until};
+use reloader_tests::fixtures::WorkloadId;
 
 /// `--leader-election-id`'s default, for drop-in compatibility with Stakater.
 pub const LEASE_NAME: &str = "stakater-reloader-lock";

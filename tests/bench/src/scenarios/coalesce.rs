@@ -18,12 +18,12 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::pairs::create_namespace;
-use reloader_harness::ControlPlane;
 use crate::dataset::create;
 use crate::identity::from_json;
 use crate::observer::WorkloadObserver;
 use crate::subject::{Launch, Subject};
 use crate::{BenchError, Plan};
+use reloader_harness::ControlPlane;
 use reloader_tests::fixtures::{ANNOTATION_AUTO, Kind, WorkloadSpec};
 
 const EACH_KIND: usize = 10;

@@ -11,11 +11,11 @@ use serde::Serialize;
 
 use super::latency::L1_INTERVAL;
 use super::pairs::{Annotated, create_pairs, paced_updates, resolve};
-use reloader_harness::ControlPlane;
 use crate::identity::NAMESPACE;
 use crate::observer::WorkloadObserver;
 use crate::subject::{Launch, Subject};
 use crate::{BenchError, Plan};
+use reloader_harness::ControlPlane;
 
 /// `--leader-election-id`'s default.
 const LEASE: &str = "stakater-reloader-lock";

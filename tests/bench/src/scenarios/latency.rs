@@ -15,12 +15,12 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::pairs::{Annotated, Pairs, create_pairs, latencies_ms, paced_updates, resolve, update_configmap};
-use reloader_harness::ControlPlane;
 use crate::identity::RequestCounts;
 use crate::observer::WorkloadObserver;
 use crate::stats::{Latencies, Spread};
 use crate::subject::{Launch, Subject};
 use crate::{BenchError, Plan};
+use reloader_harness::ControlPlane;
 
 /// bench.md L1: one update every 250 ms.
 pub const L1_INTERVAL: Duration = Duration::from_millis(250);

@@ -14,11 +14,11 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::pairs::{create_namespace, update_configmap};
-use reloader_harness::ControlPlane;
 use crate::dataset::create;
 use crate::identity::from_json;
 use crate::stats::{Latencies, millis};
 use crate::{BenchError, Plan};
+use reloader_harness::ControlPlane;
 use reloader_harness::process::Process;
 use reloader_harness::reloader::free_port;
 

@@ -9,11 +9,11 @@ use kube::Client;
 use kube::api::Api;
 
 use super::pairs::{Annotated, Pairs, create_pairs, update_configmap};
-use reloader_harness::ControlPlane;
 use crate::observer::WorkloadObserver;
 use crate::stats::percentile;
 use crate::subject::{Launch, Subject};
 use crate::{BenchError, Plan};
+use reloader_harness::ControlPlane;
 
 const NAMESPACE: &str = "bench-s1";
 /// S1 updates its ConfigMap this often until a reload shows; also the resolution of that figure.
