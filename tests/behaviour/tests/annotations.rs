@@ -3,7 +3,6 @@
 //! DaemonSet, StatefulSet, Argo Rollout, DeploymentConfig), run once per strategy. Case ids
 //! start with the scenario number.
 
-use reloader_harness::ControlPlane;
 use reloader_tests::fixtures::*;
 
 /// §A as data.
@@ -448,10 +447,9 @@ fn assert_one_warning_per_workload(run: &TableRun) {
 }
 
 async fn run_section_a(strategy: Strategy) {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
+    let env = TestEnv::new().await;
     let started = std::time::Instant::now();
-    let run = Table::new(strategy).cases(table_a()).run(plane).await;
+    let run = Table::new(strategy).cases(table_a()).run(&env).await;
     assert_one_warning_per_workload(&run);
     eprintln!(
         "§A under {strategy}: {} workloads in {:?} (longest reload latency {:?})",

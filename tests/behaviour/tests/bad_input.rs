@@ -10,7 +10,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
 use kube::Client;
 use kube::api::{Api, DynamicObject, ObjectMeta, PostParams};
-use reloader_harness::{ControlPlane, KubeconfigFile, NotYet, Reloader, TestNamespace, wait_until};
+use reloader_harness::{KubeconfigFile, NotYet, TestNamespace, wait_until};
 use reloader_tests::fixtures::*;
 use reloader_tests::fixtures_extra::*;
 use reloader_workload_argo::Rollout;
@@ -35,26 +35,17 @@ async fn auto_deployment(
     spec.create(client, ns.name()).await.unwrap()
 }
 
-async fn start_reloader(plane: &ControlPlane, ns: &TestNamespace, extra: &[&str]) -> Reloader {
-    Reloader::builder(plane)
-        .arg(format!("--namespaces={}", ns.name()))
-        .args(extra.iter().copied())
-        .start()
-        .await
-        .unwrap()
-}
-
 /// F50: a ConfigMap as large as the API server allows reloads, with the hash of all its data.
 #[tokio::test]
 async fn a_configmap_at_the_size_limit_reloads_with_its_hash() {
     let env = TestEnv::new().await;
-    let TestEnv { plane, ns, client, resources, .. } = &env;
+    let TestEnv { plane: _, ns, client, resources, .. } = &env;
     let big = ResourceRef::configmap("big");
     let key = "blob";
     let size = MAX_DATA_BYTES - key.len();
     resources.create(&big, &[(key, &"a".repeat(size))]).await.unwrap();
     let web = auto_deployment(client, ns, "web", &[(ResourceKind::ConfigMap, "big")]).await;
-    let _reloader = start_reloader(plane, ns, &[]).await;
+    let _reloader = env.reloader_builder().start().await.unwrap();
 
     let mut value = "b".repeat(size - 1);
     value.push('!');
@@ -67,7 +58,7 @@ async fn a_configmap_at_the_size_limit_reloads_with_its_hash() {
 #[tokio::test]
 async fn binary_data_and_string_data_reload_with_the_stored_data_hash() {
     let env = TestEnv::new().await;
-    let TestEnv { plane, ns, client, .. } = &env;
+    let TestEnv { plane: _, ns, client, .. } = &env;
     let configmaps: Api<ConfigMap> = ns.api(client);
     let secrets: Api<Secret> = ns.api(client);
     let binary = |bytes: &[u8]| ConfigMap {
@@ -90,7 +81,7 @@ async fn binary_data_and_string_data_reload_with_the_stored_data_hash() {
         &[(ResourceKind::ConfigMap, "binary"), (ResourceKind::Secret, "string-only")],
     )
     .await;
-    let _reloader = start_reloader(plane, ns, &[]).await;
+    let _reloader = env.reloader_builder().start().await.unwrap();
 
     let new_bytes = [0x89, b'P', b'N', b'G', 0x01, 0xfe, 0x00];
     let mut changed = binary(&new_bytes);
@@ -133,13 +124,13 @@ async fn wait_for_warning(client: &Client, ns: &TestNamespace, name: &str, needl
 #[tokio::test]
 async fn names_sharing_an_env_var_get_a_warning_event() {
     let env = TestEnv::new().await;
-    let TestEnv { plane, ns, client, resources, .. } = &env;
+    let TestEnv { plane: _, ns, client, resources, .. } = &env;
     let dashed = ResourceRef::configmap("my-cm");
     resources.create(&dashed, &[("k", "v1")]).await.unwrap();
     resources.create(&ResourceRef::configmap("my.cm"), &[("k", "v1")]).await.unwrap();
     let both = [(ResourceKind::ConfigMap, "my-cm"), (ResourceKind::ConfigMap, "my.cm")];
     let web = auto_deployment(client, ns, "web", &both).await;
-    let _reloader = start_reloader(plane, ns, &[]).await;
+    let _reloader = env.reloader_builder().start().await.unwrap();
 
     let warning = wait_for_warning(client, ns, "web", &["my-cm", "my.cm", "STAKATER_MY_CM_CONFIGMAP"]).await;
     assert!(warning.reason.as_deref().is_some_and(|reason| !reason.is_empty()), "{warning:?}");
@@ -152,7 +143,7 @@ async fn names_sharing_an_env_var_get_a_warning_event() {
 #[tokio::test]
 async fn an_invalid_pause_period_still_reloads_with_a_warning() {
     let env = TestEnv::new().await;
-    let TestEnv { plane, ns, client, resources, .. } = &env;
+    let TestEnv { plane: _, ns, client, resources, .. } = &env;
     let config = ResourceRef::configmap("app-config");
     resources.create(&config, &[("k", "v1")]).await.unwrap();
     let web = WorkloadSpec::new(Kind::Deployment, "web")
@@ -162,7 +153,7 @@ async fn an_invalid_pause_period_still_reloads_with_a_warning() {
         .create(client, ns.name())
         .await
         .unwrap();
-    let _reloader = start_reloader(plane, ns, &[]).await;
+    let _reloader = env.reloader_builder().start().await.unwrap();
 
     let warning = wait_for_warning(client, ns, "web", &[ANNOTATION_PAUSE_PERIOD, "soon"]).await;
     assert!(warning.reason.as_deref().is_some_and(|reason| !reason.is_empty()), "{warning:?}");
@@ -291,7 +282,7 @@ const REFUSED: &[Refused] = &[
 #[tokio::test]
 async fn bad_command_lines_exit_with_one_line_before_any_api_call() {
     let env = TestEnv::new().await;
-    let TestEnv { plane, ns, .. } = &env;
+    let TestEnv { plane, ns: _, .. } = &env;
     let proxy = ApiProxy::start(plane).await.unwrap();
     let kubeconfig = KubeconfigFile::with_server(plane, &proxy.url()).unwrap();
     for refused in REFUSED {
@@ -305,12 +296,7 @@ async fn bad_command_lines_exit_with_one_line_before_any_api_call() {
         assert_eq!(proxy.connections(), 0, "no API call: {context}");
     }
 
-    let reloader = Reloader::builder(plane)
-        .kubeconfig(kubeconfig.path())
-        .arg(format!("--namespaces={}", ns.name()))
-        .start()
-        .await
-        .unwrap();
+    let reloader = env.reloader_builder().kubeconfig(kubeconfig.path()).start().await.unwrap();
     assert!(proxy.connections() > 0, "a good command line talks to the API server through the proxy");
     drop(reloader);
 }

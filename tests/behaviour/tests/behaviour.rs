@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, ListParams};
-use reloader_harness::{KubeconfigFile, NotYet, Reloader, TestNamespace, wait_until};
+use reloader_harness::{KubeconfigFile, NotYet, TestNamespace, wait_until};
 use reloader_tests::fixtures::*;
 use reloader_tests::fixtures_extra::*;
 use serde_json::Value;
@@ -20,7 +20,7 @@ const SECRET: &str = "app-secret";
 
 /// ConfigMap [`CONFIG`] and an `auto` Deployment `web` using it, with extra metadata
 /// `annotations`, in the test's namespace.
-async fn web_with_config(env: &TestEnv, annotations: &[(&str, &str)]) -> WorkloadId {
+async fn web_with_config(env: &TestEnv<'_>, annotations: &[(&str, &str)]) -> WorkloadId {
     env.resources.create(&ResourceRef::configmap(CONFIG), &[("k", "v1")]).await.unwrap();
     let mut spec = WorkloadSpec::new(Kind::Deployment, "web")
         .metadata_annotation(ANNOTATION_AUTO, "true")
@@ -29,10 +29,6 @@ async fn web_with_config(env: &TestEnv, annotations: &[(&str, &str)]) -> Workloa
         spec = spec.metadata_annotation(*key, *value);
     }
     spec.create(&env.client, env.ns.name()).await.unwrap()
-}
-
-fn namespaced(ns: &TestNamespace) -> String {
-    format!("--namespaces={}", ns.name())
 }
 
 /// `spec.paused` and the `paused-at` annotation of a Deployment.
@@ -90,10 +86,10 @@ async fn replica_sets_with(client: &Client, ns: &TestNamespace, hash: &str) -> u
 #[tokio::test]
 async fn pause_period_pauses_the_rollout_and_resumes_after_the_period() {
     let env = TestEnv::new().await;
-    let TestEnv { plane, ns, client, resources, .. } = &env;
+    let TestEnv { plane: _, ns, client, resources, .. } = &env;
     let period = Duration::from_secs(8);
     let web = web_with_config(&env, &[(ANNOTATION_PAUSE_PERIOD, "8s")]).await;
-    let _reloader = Reloader::builder(plane).arg(namespaced(ns)).start().await.unwrap();
+    let _reloader = env.reloader_builder().start().await.unwrap();
 
     let hash = resources.update_data(&ResourceRef::configmap(CONFIG), &[("k", "v2")]).await.unwrap();
     let paused_at = wait_paused(client, ns, &web, &hash).await;
@@ -116,15 +112,15 @@ async fn pause_period_pauses_the_rollout_and_resumes_after_the_period() {
 #[tokio::test]
 async fn a_new_process_resumes_a_deployment_paused_by_a_killed_one() {
     let env = TestEnv::new().await;
-    let TestEnv { plane, ns, client, resources, .. } = &env;
+    let TestEnv { plane: _, ns, client, resources, .. } = &env;
     let period = Duration::from_secs(10);
     let web = web_with_config(&env, &[(ANNOTATION_PAUSE_PERIOD, "10s")]).await;
-    let mut first = Reloader::builder(plane).name("first").arg(namespaced(ns)).start().await.unwrap();
+    let mut first = env.reloader_builder().name("first").start().await.unwrap();
 
     let hash = resources.update_data(&ResourceRef::configmap(CONFIG), &[("k", "v2")]).await.unwrap();
     let paused_at = wait_paused(client, ns, &web, &hash).await;
     first.kill();
-    let second = Reloader::builder(plane).name("second").arg(namespaced(ns)).start().await.unwrap();
+    let second = env.reloader_builder().name("second").start().await.unwrap();
     let resumed_at = wait_resumed(client, ns, period).await;
     assert!(resumed_at >= paused_at + 10, "resumed at {resumed_at}, paused at {paused_at}");
     let log = second.log_text();
@@ -138,16 +134,13 @@ async fn a_new_process_resumes_a_deployment_paused_by_a_killed_one() {
 #[tokio::test]
 async fn webhook_mode_posts_changes_retries_failures_and_touches_no_workload() {
     let env = TestEnv::new().await;
-    let TestEnv { plane, ns, client, resources, .. } = &env;
+    let TestEnv { plane: _, ns, client, resources, .. } = &env;
     let web = web_with_config(&env, &[]).await;
     let secret = ResourceRef::secret(SECRET);
     resources.create(&secret, &[("password", "one")]).await.unwrap();
     let hook = HttpRecorder::start().await;
-    let _reloader = Reloader::builder(plane)
-        .args([namespaced(ns), format!("--webhook-url={}", hook.url("/hook"))])
-        .start()
-        .await
-        .unwrap();
+    let _reloader =
+        env.reloader_builder().arg(format!("--webhook-url={}", hook.url("/hook"))).start().await.unwrap();
     let before = web.observe(client).await.unwrap();
 
     let started = Instant::now();
@@ -187,13 +180,13 @@ async fn alerts_reach_each_sink_in_its_shape() {
 
 async fn alert_case(sink: &'static str) {
     let env = TestEnv::new().await;
-    let TestEnv { plane, ns, client, resources, .. } = &env;
+    let TestEnv { plane: _, ns, client, resources, .. } = &env;
     let web = web_with_config(&env, &[]).await;
     let sink_endpoint = HttpRecorder::start().await;
     let info = unique_token("cluster-");
-    let _reloader = Reloader::builder(plane)
+    let _reloader = env
+        .reloader_builder()
         .name(format!("reloader-{sink}"))
-        .arg(namespaced(ns))
         .env("ALERT_ON_RELOAD", "true")
         .env("ALERT_WEBHOOK_URL", sink_endpoint.url("/alert"))
         .env("ALERT_SINK", sink)
@@ -236,11 +229,11 @@ fn alert_json(alert: &RecordedRequest) -> Value {
 #[tokio::test]
 async fn an_unresponsive_alert_sink_does_not_hold_up_reloads() {
     let env = TestEnv::new().await;
-    let TestEnv { plane, ns, client, resources, .. } = &env;
+    let TestEnv { plane: _, ns: _, client, resources, .. } = &env;
     let web = web_with_config(&env, &[]).await;
     let black_hole = BlackHole::start().await;
-    let _reloader = Reloader::builder(plane)
-        .arg(namespaced(ns))
+    let _reloader = env
+        .reloader_builder()
         .env("ALERT_ON_RELOAD", "true")
         .env("ALERT_WEBHOOK_URL", black_hole.url("/alert"))
         .env("ALERT_SINK", "slack")
@@ -270,10 +263,11 @@ async fn an_unresponsive_alert_sink_does_not_hold_up_reloads() {
 #[tokio::test]
 async fn meta_info_configmap_is_published_where_reloader_namespace_points() {
     let env = TestEnv::new().await;
-    let TestEnv { plane, ns, client, .. } = &env;
-    let publishing = Reloader::builder(plane)
+    let TestEnv { plane: _, ns, client, .. } = &env;
+    let publishing = env
+        .reloader_builder()
         .name("publishing")
-        .args([namespaced(ns), "--reload-strategy=annotations".into()])
+        .arg("--reload-strategy=annotations")
         .env("RELOADER_NAMESPACE", ns.name())
         .env("RELOADER_DEPLOYMENT_NAME", "reloader-reloader")
         .start()
@@ -300,7 +294,7 @@ async fn meta_info_configmap_is_published_where_reloader_namespace_points() {
     assert_eq!([&deployment["name"], &deployment["namespace"]], ["reloader-reloader", ns.name()]);
     drop(publishing);
 
-    let silent = Reloader::builder(plane).name("silent").arg(namespaced(ns)).start().await.unwrap();
+    let silent = env.reloader_builder().name("silent").start().await.unwrap();
     let log = silent.log_text();
     assert!(log.contains("RELOADER_NAMESPACE is not set"), "{log}");
 }
@@ -310,7 +304,7 @@ async fn meta_info_configmap_is_published_where_reloader_namespace_points() {
 #[tokio::test]
 async fn metrics_count_each_reload_and_probes_answer() {
     let env = TestEnv::new().await;
-    let TestEnv { plane, ns, client, resources, .. } = &env;
+    let TestEnv { plane: _, ns, client, resources, .. } = &env;
     let first = web_with_config(&env, &[]).await;
     let second = WorkloadSpec::new(Kind::StatefulSet, "db")
         .metadata_annotation(ANNOTATION_AUTO, "true")
@@ -318,7 +312,7 @@ async fn metrics_count_each_reload_and_probes_answer() {
         .create(client, ns.name())
         .await
         .unwrap();
-    let reloader = Reloader::builder(plane).arg(namespaced(ns)).start().await.unwrap();
+    let reloader = env.reloader_builder().start().await.unwrap();
     for path in ["/live", "/healthz", "/readyz"] {
         assert_eq!(reloader.get(path).await.unwrap(), (200, "ok".to_owned()), "{path}");
     }
@@ -358,9 +352,10 @@ async fn readyz_waits_for_the_caches_and_live_does_not() {
     let TestEnv { plane, ns, client, .. } = &env;
     let account = "unprivileged";
     let kubeconfig = KubeconfigFile::for_service_account(plane, ns.name(), account).await.unwrap();
-    let reloader = Reloader::builder(plane)
+    let reloader = env
+        .reloader_builder()
         .kubeconfig(kubeconfig.path())
-        .args([namespaced(ns), "--is-openshift=false".into()])
+        .arg("--is-openshift=false")
         .no_wait()
         .start()
         .await

@@ -116,12 +116,7 @@ async fn a_dry_run_logs_and_counts_every_write_and_makes_none() {
     dry.terminate(Duration::from_secs(5));
 
     // The positive twin: the same controller without --dry-run reloads for the next change.
-    let real = Reloader::builder(plane)
-        .name("real")
-        .arg(format!("--namespaces={}", ns.name()))
-        .start()
-        .await
-        .unwrap();
+    let real = env.reloader_builder().name("real").start().await.unwrap();
     let v3 = resources.update_data(&config, &[("key", "v3")]).await.unwrap();
     web.wait_for_marker(client, &config, Strategy::EnvVars, &v3, WAIT).await.unwrap();
     let reloaded = deployments.get("web").await.unwrap();

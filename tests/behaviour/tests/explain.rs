@@ -9,7 +9,6 @@ mod support;
 
 use std::time::Duration;
 
-use reloader_harness::Reloader;
 use reloader_tests::fixtures::*;
 use serde_json::Value;
 use support::{explain_json, listed, resource, run_reloader, write_service_account_kubeconfig};
@@ -341,8 +340,7 @@ async fn after_a_reload_the_marker_matches_the_current_hash() {
     assert_eq!(marker["recorded"], Value::Null);
     assert_eq!(marker["env_var"], env_var.as_str());
 
-    let mut reloader =
-        Reloader::builder(plane).arg(format!("--namespaces={}", ns.name())).start().await.unwrap();
+    let mut reloader = env.reloader_builder().start().await.unwrap();
     let v2 = resources.update_data(&config, &[("key", "v2")]).await.unwrap();
     web.wait_for_marker(client, &config, Strategy::EnvVars, &v2, RELOAD_TIMEOUT).await.unwrap();
 
@@ -365,8 +363,7 @@ async fn after_a_reload_the_marker_matches_the_current_hash() {
     assert_eq!(r["marker"]["recorded"], v2.as_str());
     assert_eq!(r["marker"]["state"], "different");
     assert_eq!(r["reloads_on_controller_start"], true);
-    let _restarted =
-        Reloader::builder(plane).arg(format!("--namespaces={}", ns.name())).start().await.unwrap();
+    let _restarted = env.reloader_builder().start().await.unwrap();
     web.wait_for_marker(client, &config, Strategy::EnvVars, &v3, RELOAD_TIMEOUT).await.unwrap();
     let caught_up = explain_json(plane, ns.name(), "deployment/web", &[]).await;
     assert_eq!(resource(&caught_up, "ConfigMap", "app-config")["marker"]["state"], "current");

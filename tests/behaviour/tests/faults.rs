@@ -12,7 +12,7 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use reloader_harness::{ControlPlane, Crd, NotYet, PlaneOptions, Reloader, wait_until};
 use reloader_tests::fixtures::{
-    ANNOTATION_AUTO, Kind, ResourceRef, Resources, Strategy, WorkloadId, WorkloadSpec, negative_wait,
+    ANNOTATION_AUTO, Kind, ResourceRef, Resources, Strategy, TestEnv, WorkloadId, WorkloadSpec, negative_wait,
 };
 use reloader_workload_argo::Rollout;
 
@@ -42,24 +42,22 @@ async fn auto_deployment(client: &Client, namespace: &str, name: &str, configmap
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apiserver_restart_later_changes_reload_and_nothing_reloads_spuriously() {
     let plane = private_plane(PlaneOptions::default()).await;
-    let _logs = plane.dump_logs_on_panic();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::on(&plane).await;
+    let TestEnv { ns, client, resources, .. } = &env;
     let settings = ResourceRef::configmap("settings");
     let quiet = ResourceRef::configmap("quiet");
     resources.create(&settings, &[("level", "1")]).await.unwrap();
     resources.create(&quiet, &[("k", "v")]).await.unwrap();
-    let web = auto_deployment(&client, ns.name(), "web", "settings").await;
-    let idle = auto_deployment(&client, ns.name(), "idle", "quiet").await;
+    let web = auto_deployment(client, ns.name(), "web", "settings").await;
+    let idle = auto_deployment(client, ns.name(), "idle", "quiet").await;
     let names = ["r1", "r2"];
     let mut replicas = start_replicas(&plane, ns.name(), &names, Timings::FAST, &[]).await;
     let all: Vec<_> = replicas.iter().collect();
-    let first = wait_for_single_leader(&client, ns.name(), &all, &names, REACTION).await.unwrap();
+    let first = wait_for_single_leader(client, ns.name(), &all, &names, REACTION).await.unwrap();
 
     let settings_v2 = resources.update_data(&settings, &[("level", "2")]).await.unwrap();
     let latency =
-        web.wait_for_marker(&client, &settings, Strategy::EnvVars, &settings_v2, REACTION).await.unwrap();
+        web.wait_for_marker(client, &settings, Strategy::EnvVars, &settings_v2, REACTION).await.unwrap();
 
     plane.stop_apiserver();
     // Longer than the renew deadline: the leader must notice it can no longer renew.
@@ -101,16 +99,14 @@ async fn watch_410_gone_neither_misses_nor_repeats_a_reload() {
         ..PlaneOptions::default()
     };
     let plane = private_plane(options).await;
-    let _logs = plane.dump_logs_on_panic();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::on(&plane).await;
+    let TestEnv { ns, client, resources, .. } = &env;
     let settings = ResourceRef::configmap("settings");
     let quiet = ResourceRef::configmap("quiet");
     resources.create(&settings, &[("level", "1")]).await.unwrap();
     resources.create(&quiet, &[("k", "v")]).await.unwrap();
-    let web = auto_deployment(&client, ns.name(), "web", "settings").await;
-    let idle = auto_deployment(&client, ns.name(), "idle", "quiet").await;
+    let web = auto_deployment(client, ns.name(), "web", "settings").await;
+    let idle = auto_deployment(client, ns.name(), "idle", "quiet").await;
     let proxy = CuttableProxy::start(&plane.url(), plane.kubeconfig_path()).await.unwrap();
     let reloader = Reloader::builder(&plane)
         .name("reloader")
@@ -122,7 +118,7 @@ async fn watch_410_gone_neither_misses_nor_repeats_a_reload() {
 
     let settings_v2 = resources.update_data(&settings, &[("level", "2")]).await.unwrap();
     let latency =
-        web.wait_for_marker(&client, &settings, Strategy::EnvVars, &settings_v2, REACTION).await.unwrap();
+        web.wait_for_marker(client, &settings, Strategy::EnvVars, &settings_v2, REACTION).await.unwrap();
 
     proxy.cut();
     let settings_v3 = resources.update_data(&settings, &[("level", "3")]).await.unwrap();
@@ -132,7 +128,7 @@ async fn watch_410_gone_neither_misses_nor_repeats_a_reload() {
     proxy.restore();
 
     let after_gap =
-        web.wait_for_marker(&client, &settings, Strategy::EnvVars, &settings_v3, REACTION).await.unwrap();
+        web.wait_for_marker(client, &settings, Strategy::EnvVars, &settings_v3, REACTION).await.unwrap();
     wait_until("the controller to report a 410 from a watch", REACTION, || async {
         let log = reloader.log_text();
         let gone =
@@ -145,10 +141,10 @@ async fn watch_410_gone_neither_misses_nor_repeats_a_reload() {
     // Live again: a later change reloads too.
     let settings_v4 = resources.update_data(&settings, &[("level", "4")]).await.unwrap();
     let live =
-        web.wait_for_marker(&client, &settings, Strategy::EnvVars, &settings_v4, REACTION).await.unwrap();
+        web.wait_for_marker(client, &settings, Strategy::EnvVars, &settings_v4, REACTION).await.unwrap();
     tokio::time::sleep(negative_wait(latency.max(live))).await;
-    assert_eq!(generation(&client, &web).await, 4, "web: created, v2, v3 after the relist, v4 — each once");
-    assert_eq!(generation(&client, &idle).await, 1, "a metadata-only edit seen on relist reloaded idle");
+    assert_eq!(generation(client, &web).await, 4, "web: created, v2, v3 after the relist, v4 — each once");
+    assert_eq!(generation(client, &idle).await, 1, "a metadata-only edit seen on relist reloaded idle");
     assert_eq!(reloads_executed(&reloader).await, 3.0);
     eprintln!(
         "410 Gone: reload latency {latency:?} live, {after_gap:?} across the cut (8 s), {live:?} after"
@@ -163,22 +159,20 @@ async fn watch_410_gone_neither_misses_nor_repeats_a_reload() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_concurrent_writer_does_not_stop_the_reload_or_delay_other_workloads() {
     let plane = private_plane(PlaneOptions::default()).await;
-    let _logs = plane.dump_logs_on_panic();
     plane.install_crds(&[Crd::ArgoRollouts]).await.unwrap();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let resources = Resources::new(&client, ns.name());
+    let env = TestEnv::on(&plane).await;
+    let TestEnv { ns, client, resources, .. } = &env;
     let settings = ResourceRef::configmap("settings");
     resources.create(&settings, &[("level", "1")]).await.unwrap();
     let contested = WorkloadSpec::new(Kind::Rollout, "contested")
         .metadata_annotation(ANNOTATION_AUTO, "true")
         .env_from_configmap("settings")
         .without_pods()
-        .create(&client, ns.name())
+        .create(client, ns.name())
         .await
         .unwrap();
-    let busy = auto_deployment(&client, ns.name(), "busy", "settings").await;
-    let web = auto_deployment(&client, ns.name(), "web", "settings").await;
+    let busy = auto_deployment(client, ns.name(), "busy", "settings").await;
+    let web = auto_deployment(client, ns.name(), "web", "settings").await;
     let reloader = Reloader::builder(&plane)
         .name("reloader")
         .args([format!("--namespaces={}", ns.name()), "--is-Argo-Rollouts=true".into()])
@@ -188,12 +182,9 @@ async fn a_concurrent_writer_does_not_stop_the_reload_or_delay_other_workloads()
 
     let settings_v2 = resources.update_data(&settings, &[("level", "2")]).await.unwrap();
     let baseline =
-        web.wait_for_marker(&client, &settings, Strategy::EnvVars, &settings_v2, REACTION).await.unwrap();
+        web.wait_for_marker(client, &settings, Strategy::EnvVars, &settings_v2, REACTION).await.unwrap();
     for workload in [&contested, &busy] {
-        workload
-            .wait_for_marker(&client, &settings, Strategy::EnvVars, &settings_v2, REACTION)
-            .await
-            .unwrap();
+        workload.wait_for_marker(client, &settings, Strategy::EnvVars, &settings_v2, REACTION).await.unwrap();
     }
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -229,9 +220,9 @@ async fn a_concurrent_writer_does_not_stop_the_reload_or_delay_other_workloads()
         let hash = resources.update_data(&settings, &[("level", level.as_str())]).await.unwrap();
         let changed_at = Instant::now();
         let web_latency =
-            web.wait_for_marker(&client, &settings, Strategy::EnvVars, &hash, REACTION).await.unwrap();
+            web.wait_for_marker(client, &settings, Strategy::EnvVars, &hash, REACTION).await.unwrap();
         for workload in [&contested, &busy] {
-            workload.wait_for_marker(&client, &settings, Strategy::EnvVars, &hash, REACTION).await.unwrap();
+            workload.wait_for_marker(client, &settings, Strategy::EnvVars, &hash, REACTION).await.unwrap();
         }
         slowest_web = slowest_web.max(web_latency);
         slowest_contested = slowest_contested.max(changed_at.elapsed());
@@ -248,15 +239,11 @@ async fn a_concurrent_writer_does_not_stop_the_reload_or_delay_other_workloads()
     tokio::time::sleep(negative_wait(baseline.max(slowest_web))).await;
     let expected = 2 + changes as i64;
     for workload in [&web, &contested] {
-        assert_eq!(
-            generation(&client, workload).await,
-            expected,
-            "{workload}: created, then once per change"
-        );
+        assert_eq!(generation(client, workload).await, expected, "{workload}: created, then once per change");
     }
     // A Deployment's generation also moves with its annotations, which the writer keeps changing:
     // count its pod templates instead (one ReplicaSet each).
-    wait_for_replica_sets(&client, &busy, expected as usize).await;
+    wait_for_replica_sets(client, &busy, expected as usize).await;
     assert_eq!(reloads_executed(&reloader).await, 3.0 * (1 + changes) as f64, "no failed or repeated reload");
     assert!(
         slowest_web <= (baseline * 10).max(Duration::from_secs(5)),

@@ -426,10 +426,9 @@ async fn the_example_manifests_least_privilege_role_is_enough() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_apiserver_restart_loses_no_update() {
     let plane = ControlPlane::start(PlaneOptions::api_only()).await.expect("starting a plane of our own");
-    let _logs = plane.dump_logs_on_panic();
-    let ns = plane.namespace().await;
-    let client = plane.client();
-    let configmaps: Api<ConfigMap> = ns.api(&client);
+    let env = TestEnv::on(&plane).await;
+    let TestEnv { ns, client, .. } = &env;
+    let configmaps: Api<ConfigMap> = ns.api(client);
     configmaps.create(&PostParams::default(), &configmap("app", &[("value", "v0")], &[])).await.unwrap();
     let endpoint = Endpoint::start().await;
     let work = tempfile::tempdir().unwrap();

@@ -250,8 +250,8 @@ async fn b21_last_reloaded_from_holds_the_new_hash() {
 /// the workloads it reloaded (under annotations, the one holding two resources records only the
 /// last) nor to those it never touched.
 async fn restart_writes_nothing(strategy: Strategy) {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, .. } = &env;
     let config = ResourceRef::configmap("b22-cm");
     let secret = ResourceRef::secret("b22-secret");
     let quiet = ResourceRef::configmap("b22-quiet-cm");
@@ -280,19 +280,17 @@ async fn restart_writes_nothing(strategy: Strategy) {
                 .phase(Phase::new().unchanged()),
         )
         .case(Case::new("b22-canary").seed(&canary).workload(auto().env_from_configmap(&canary.name)))
-        .run(plane)
+        .run(&env)
         .await;
-    let TableRun { namespace, mut reloader, workloads, .. } = run;
+    let TableRun { mut reloader, workloads, .. } = run;
     reloader.terminate(Duration::from_secs(10));
     let (canaries, watched): (Vec<_>, Vec<_>) =
         workloads.into_iter().partition(|workload| workload.name.starts_with("b22-canary"));
     let mut restarted =
-        assert_restart_writes_nothing(plane, namespace.name(), strategy, &[], &watched, (&canary, &canaries))
-            .await;
+        assert_restart_writes_nothing(plane, ns.name(), strategy, &[], &watched, (&canary, &canaries)).await;
     // And once more after a crash (SIGKILL) instead of a graceful stop.
     restarted.kill();
-    assert_restart_writes_nothing(plane, namespace.name(), strategy, &[], &watched, (&canary, &canaries))
-        .await;
+    assert_restart_writes_nothing(plane, ns.name(), strategy, &[], &watched, (&canary, &canaries)).await;
 }
 
 #[tokio::test]
@@ -412,10 +410,9 @@ fn create_and_delete_cases(enabled: bool) -> Vec<Case> {
 }
 
 async fn create_and_delete(strategy: Strategy, enabled: bool) {
-    let plane = ControlPlane::shared().await;
-    let _logs = plane.dump_logs_on_panic();
+    let env = TestEnv::new().await;
     let args: &[&str] = if enabled { &[ON_CREATE, ON_DELETE] } else { &[] };
-    Table::new(strategy).args(args).cases(create_and_delete_cases(enabled)).run(plane).await;
+    Table::new(strategy).args(args).cases(create_and_delete_cases(enabled)).run(&env).await;
 }
 
 #[tokio::test]

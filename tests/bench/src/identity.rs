@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use super::BenchError;
 use reloader_harness::ControlPlane;
 use reloader_harness::KubeconfigFile;
-use reloader_harness::wait::{NotYet, wait_until};
+use reloader_harness::{NotYet, wait_until};
 
 /// Namespace of the benchmark's ServiceAccount, meta-info ConfigMap and leader Lease.
 pub const NAMESPACE: &str = "reloader-bench";
@@ -149,12 +149,6 @@ impl RequestCounts {
     /// What happened between `earlier` and `self`.
     pub fn since(&self, earlier: &RequestCounts) -> RequestCounts {
         Self(RequestClass::ALL.into_iter().map(|c| (c, self.get(c).saturating_sub(earlier.get(c)))).collect())
-    }
-
-    pub fn add(&mut self, other: &RequestCounts) {
-        for class in RequestClass::ALL {
-            *self.0.entry(class).or_default() += other.get(class);
-        }
     }
 }
 

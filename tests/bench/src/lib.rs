@@ -10,16 +10,16 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 mod chart;
-pub mod dataset;
-pub mod identity;
-pub mod observer;
-pub mod procfs;
-pub mod report;
+mod dataset;
+mod identity;
+mod observer;
+mod procfs;
+mod report;
 mod rows;
 mod run;
 mod scenarios;
-pub mod stats;
-pub mod subject;
+mod stats;
+mod subject;
 
 pub use chart::svg;
 pub use report::{Report, ScenarioResult, Target};

@@ -9,8 +9,8 @@ use super::identity::{self, NAMESPACE};
 use super::procfs::{self, Memory};
 use reloader_harness::ControlPlane;
 use reloader_harness::KubeconfigFile;
+use reloader_harness::free_port;
 use reloader_harness::process::{self, Process};
-use reloader_harness::reloader::free_port;
 
 /// Why the Stakater column is empty unless `STAKATER_BIN` names a binary.
 pub const STAKATER_UNAVAILABLE: &str = "unavailable: module proxy refuses github.com/stakater/Reloader";

@@ -2,7 +2,12 @@
 //! etcd, kube-apiserver (RBAC, TokenRequest), kube-controller-manager, kube-scheduler and KWOK
 //! (fake nodes whose pods become Ready), built from Go modules by `hack/build` into the cache.
 //!
-//! A test binary shares one plane; each test gets its own namespace:
+//! Also here: the `reloader` binary as a test subject ([`Reloader`]), kubeconfigs for other
+//! identities ([`KubeconfigFile`]), and the `reloader-cluster` binary behind `hack/cluster`. The
+//! behaviour tests (`reloader-tests`) and the benchmark (`reloader-bench`) build on this crate.
+//!
+//! A test binary shares one plane; each test gets its own namespace (the behaviour tests get
+//! both, and a client, from one `TestEnv`):
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), reloader_harness::PlaneError> {
@@ -21,20 +26,21 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub mod binaries;
-pub mod components;
-pub mod crds;
-pub mod credentials;
+mod binaries;
+mod components;
+mod crds;
+mod credentials;
 mod kubeconfig;
 mod nodes;
-pub mod plane;
+mod plane;
 pub mod process;
-pub mod reloader;
-pub mod testing;
-pub mod wait;
+mod reloader;
+mod testing;
+mod wait;
 
 pub use binaries::{Binaries, Versions, cache_dir};
 pub use crds::Crd;
+pub use credentials::write_private;
 pub use kubeconfig::KubeconfigFile;
 pub use plane::{ControlPlane, PlaneOptions};
 pub use reloader::{Reloader, ReloaderBuilder, free_port, reloader_binary};

@@ -9,7 +9,7 @@ use kube::discovery::{self, Scope};
 use kube::{Client, ResourceExt as _};
 
 use super::manifest::Manifest;
-use reloader_harness::credentials::write_private;
+use reloader_harness::write_private;
 use reloader_harness::{ControlPlane, PlaneError};
 
 const FIELD_MANAGER: &str = "reloader-tests-chart";

@@ -16,7 +16,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use reloader_harness::PlaneError;
-use reloader_harness::wait::{NotYet, wait_until};
+use reloader_harness::{NotYet, wait_until};
 
 /// One request an [`HttpRecorder`] received, and the status it answered.
 #[derive(Debug, Clone, PartialEq, Eq)]

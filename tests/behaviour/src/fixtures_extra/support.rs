@@ -13,7 +13,7 @@ use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use reloader_harness::wait::{NotYet, wait_until};
+use reloader_harness::{NotYet, wait_until};
 use reloader_harness::{PlaneError, Reloader, reloader_binary};
 
 /// compat.md §3, spelled out here rather than borrowed from the code under test.

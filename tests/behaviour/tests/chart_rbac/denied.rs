@@ -18,8 +18,7 @@ use super::{Scope, WAIT, isolate};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_write_is_reported_and_does_not_crash_loop() {
     let env = TestEnv::new().await;
-    let TestEnv { plane, client, .. } = &env;
-    let namespace = plane.namespace().await;
+    let TestEnv { plane, ns: namespace, client, .. } = &env;
     let values = json!({ "reloader": { "watchGlobally": false } });
     let manifest = Helm::locate().unwrap().template(&release_name(), namespace.name(), &values).unwrap();
     let removal = manifest
@@ -89,8 +88,7 @@ async fn a_denied_write_is_reported_and_does_not_crash_loop() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_watch_is_reported_retried_and_recovers() {
     let env = TestEnv::new().await;
-    let TestEnv { plane, client, .. } = &env;
-    let namespace = plane.namespace().await;
+    let TestEnv { plane, ns: namespace, client, .. } = &env;
     let values = json!({ "reloader": { "watchGlobally": false } });
     let manifest = Helm::locate().unwrap().template(&release_name(), namespace.name(), &values).unwrap();
     let removal = manifest

@@ -183,9 +183,8 @@ struct Verified {
 
 async fn verify(set: ValuesSet) -> Verified {
     let env = TestEnv::new().await;
-    let TestEnv { plane, client, .. } = &env;
+    let TestEnv { plane, ns: release_ns, client, .. } = &env;
     plane.install_crds(set.crds).await.expect("installing CRDs");
-    let release_ns = plane.namespace().await;
     let listed: Vec<TestNamespace> = match set.scope {
         Scope::Listed => vec![plane.namespace().await, plane.namespace().await],
         _ => Vec::new(),

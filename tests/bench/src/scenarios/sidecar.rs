@@ -19,8 +19,8 @@ use crate::identity::from_json;
 use crate::stats::{Latencies, millis};
 use crate::{BenchError, Plan};
 use reloader_harness::ControlPlane;
+use reloader_harness::free_port;
 use reloader_harness::process::Process;
-use reloader_harness::reloader::free_port;
 
 const NAMESPACE: &str = "bench-p1";
 const CONFIGMAP: &str = "app";
