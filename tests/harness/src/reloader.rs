@@ -126,10 +126,6 @@ impl Reloader {
         self.port
     }
 
-    pub fn log_path(&self) -> &Path {
-        &self.log
-    }
-
     /// Everything it logged so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
