@@ -1,0 +1,128 @@
+//! The pinned `helm` binary run on `charts/reloader`: lint and template with a values document.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::manifest::Manifest;
+use reloader_harness::{PlaneError, cache_dir};
+
+/// hack/versions.env, for HELM_VERSION (the harness's `Versions` has no use for helm itself).
+const VERSIONS_ENV: &str = include_str!("../../../../hack/versions.env");
+
+/// `helm` from the dev cache (`hack/build helm`), pointed at the repository's chart.
+#[derive(Debug, Clone)]
+pub struct Helm {
+    binary: PathBuf,
+    chart: PathBuf,
+}
+
+impl Helm {
+    /// The pinned helm in the cache and `charts/reloader`; an error naming `hack/build helm` when
+    /// helm is missing.
+    pub fn locate() -> Result<Self, PlaneError> {
+        let version = pinned_helm_version().ok_or_else(|| PlaneError::Manifest {
+            what: "hack/versions.env".into(),
+            detail: "HELM_VERSION is not set".into(),
+        })?;
+        let cache = cache_dir();
+        let binary = cache.join(format!("helm-{version}")).join("helm");
+        if !binary.exists() {
+            return Err(PlaneError::MissingBinaries { cache, missing: vec![binary] });
+        }
+        let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../charts/reloader");
+        Ok(Self { binary, chart })
+    }
+
+    /// `helm lint --strict` with `values`, as a release in `namespace`.
+    pub fn lint(&self, namespace: &str, values: &serde_json::Value) -> Result<(), PlaneError> {
+        let values_file = ValuesFile::write(values)?;
+        self.run(&[
+            "lint",
+            "--strict",
+            path(&self.chart)?,
+            "--namespace",
+            namespace,
+            "-f",
+            values_file.path()?,
+        ])
+        .map(drop)
+    }
+
+    /// `helm template <release>` into `namespace` with `values`, parsed.
+    pub fn template(
+        &self,
+        release: &str,
+        namespace: &str,
+        values: &serde_json::Value,
+    ) -> Result<Manifest, PlaneError> {
+        let values_file = ValuesFile::write(values)?;
+        let rendered = self.run(&[
+            "template",
+            release,
+            path(&self.chart)?,
+            "--namespace",
+            namespace,
+            "-f",
+            values_file.path()?,
+        ])?;
+        Manifest::parse(&rendered)
+    }
+
+    fn run(&self, args: &[&str]) -> Result<String, PlaneError> {
+        let command = format!("helm {}", args.iter().take(2).copied().collect::<Vec<_>>().join(" "));
+        let output = Command::new(&self.binary)
+            .args(args)
+            .output()
+            .map_err(|source| PlaneError::Io { context: format!("running {command}"), source })?;
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        } else {
+            let detail = format!(
+                "{}\n{}",
+                String::from_utf8_lossy(&output.stdout).trim(),
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+            Err(PlaneError::Command { command, detail })
+        }
+    }
+}
+
+fn pinned_helm_version() -> Option<String> {
+    VERSIONS_ENV.lines().map(str::trim).filter(|line| !line.starts_with('#')).find_map(|line| {
+        let (name, value) = line.split_once('=')?;
+        (name.trim() == "HELM_VERSION").then(|| value.trim().trim_matches('"').to_owned())
+    })
+}
+
+fn path(path: &Path) -> Result<&str, PlaneError> {
+    path.to_str().ok_or_else(|| PlaneError::Manifest {
+        what: path.display().to_string(),
+        detail: "the path is not UTF-8".into(),
+    })
+}
+
+/// A values document in a temporary file (JSON is YAML, so helm reads it as is).
+struct ValuesFile(tempfile::NamedTempFile);
+
+impl ValuesFile {
+    fn write(values: &serde_json::Value) -> Result<Self, PlaneError> {
+        let io_error = |source| PlaneError::Io { context: "writing a helm values file".into(), source };
+        let file = tempfile::Builder::new().prefix("values-").suffix(".json").tempfile().map_err(io_error)?;
+        std::fs::write(file.path(), values.to_string()).map_err(io_error)?;
+        Ok(Self(file))
+    }
+
+    fn path(&self) -> Result<&str, PlaneError> {
+        path(self.0.path())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_helm_version_is_pinned() {
+        assert!(pinned_helm_version().is_some_and(|version| version.starts_with("v3.")));
+    }
+}

@@ -1,0 +1,501 @@
+//! The admission webhook (beyond.md §3) with the real kube-apiserver calling the real binary
+//! over HTTPS on 127.0.0.1, and kube-controller-manager turning template changes into
+//! ReplicaSets, so "no flicker" is counted in ReplicaSets and Deployment revisions:
+//!
+//! - a Deployment reloaded once, re-applied from its original manifest (server-side apply with
+//!   force, and a PUT replace), starts no rollout with the webhook; without it the PUT does;
+//! - a Deployment created while reloader runs gets its marker stamped, so a ConfigMap change
+//!   made while the controller is down is caught up after the restart, exactly once (one
+//!   created without the webhook is not);
+//! - with the webhook down and `failurePolicy: Ignore`, workload writes still succeed.
+//!
+//! Build the binary first: `cargo build -p reloader-cli`.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, Config};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, SanType};
+use reloader_harness::{ControlPlane, NotYet, Reloader, free_port, wait_until};
+use reloader_tests::fixtures::{ResourceRef, TestEnv, expected_env_var, negative_wait};
+use serde_json::{Value, json};
+
+const CONFIG: &str = "app-config";
+const RELOAD_TIMEOUT: Duration = Duration::from_secs(60);
+const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(90);
+const REVISION: &str = "deployment.kubernetes.io/revision";
+/// The field manager of the "GitOps tool" re-applying manifests.
+const APPLIER: &str = "gitops";
+
+// ---------------------------------------------------------------------------------------------
+// Certificates, the webhook registration, the reloader process
+
+/// A CA and a serving certificate for 127.0.0.1 signed by it, written as PEM files.
+struct Certificates {
+    _dir: tempfile::TempDir,
+    cert: PathBuf,
+    key: PathBuf,
+    ca_pem: String,
+    cert_pem: String,
+    key_pem: String,
+}
+
+fn certificates() -> Certificates {
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(DnType::CommonName, "reloader admission test CA");
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    params.subject_alt_names.push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+    params.distinguished_name.push(DnType::CommonName, "reloader admission webhook");
+    let cert = params.signed_by(&key, &issuer).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let (cert_path, key_path) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    let (cert_pem, key_pem) = (cert.pem(), key.serialize_pem());
+    std::fs::write(&cert_path, &cert_pem).unwrap();
+    std::fs::write(&key_path, &key_pem).unwrap();
+    Certificates { _dir: dir, cert: cert_path, key: key_path, ca_pem: ca_cert.pem(), cert_pem, key_pem }
+}
+
+/// Puts `contents` at `path` the way a Secret volume does: written beside, renamed over.
+fn swap_file(path: &std::path::Path, contents: &str) {
+    let staging = path.with_extension("new");
+    std::fs::write(&staging, contents).unwrap();
+    std::fs::rename(&staging, path).unwrap();
+}
+
+/// `GET /healthz` of the webhook over a new connection that trusts only `ca_pem`.
+async fn healthz(port: u16, ca_pem: &str) -> Result<u16, NotYet> {
+    let client = reqwest::Client::builder()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(ca_pem.as_bytes())?)
+        .build()?;
+    let response = client.get(format!("https://127.0.0.1:{port}/healthz")).send().await?;
+    Ok(response.status().as_u16())
+}
+
+/// The reloader command line for `namespace` with the webhook on `port`.
+fn webhook_args(namespace: &str, port: u16, certs: &Certificates) -> Vec<String> {
+    vec![
+        format!("--namespaces={namespace}"),
+        "--admission-webhook".into(),
+        format!("--webhook-addr=127.0.0.1:{port}"),
+        format!("--webhook-tls-cert={}", certs.cert.display()),
+        format!("--webhook-tls-key={}", certs.key.display()),
+    ]
+}
+
+async fn start_reloader(plane: &ControlPlane, name: &str, args: &[String]) -> Reloader {
+    Reloader::builder(plane).name(name).args(args.iter().cloned()).start().await.expect("reloader starts")
+}
+
+/// A cluster-scoped MutatingWebhookConfiguration, deleted when dropped (also when the test
+/// fails), so no other test's writes are ever sent to a webhook that is gone.
+struct Registration {
+    /// `None` once deleted.
+    name: Option<String>,
+    admin: Config,
+}
+
+impl Registration {
+    /// Sends CREATE and UPDATE of Deployments in `namespace` (only) to `https://127.0.0.1:<port>/mutate`.
+    async fn create(plane: &ControlPlane, namespace: &str, port: u16, ca_pem: &str) -> Registration {
+        let name = format!("reloader-{namespace}");
+        let configuration: MutatingWebhookConfiguration = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "webhooks": [{
+                "name": "workloads.reloader.stakater.com",
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Ignore",
+                "timeoutSeconds": 5,
+                "reinvocationPolicy": "Never",
+                "clientConfig": {
+                    "url": format!("https://127.0.0.1:{port}/mutate"),
+                    "caBundle": base64::engine::general_purpose::STANDARD.encode(ca_pem),
+                },
+                "rules": [{
+                    "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"],
+                    "operations": ["CREATE", "UPDATE"], "scope": "Namespaced",
+                }],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            }],
+        }))
+        .unwrap();
+        let api: Api<MutatingWebhookConfiguration> = Api::all(plane.client());
+        api.create(&PostParams::default(), &configuration).await.expect("registering the webhook");
+        Registration { name: Some(name), admin: plane.admin_config().clone() }
+    }
+
+    async fn delete(mut self) {
+        let Some(name) = self.name.take() else { return };
+        let api: Api<MutatingWebhookConfiguration> = Api::all(Client::try_from(self.admin.clone()).unwrap());
+        api.delete(&name, &DeleteParams::default()).await.expect("unregistering the webhook");
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let Some(name) = self.name.take() else { return };
+        // Drop cannot await and the test's runtime may be gone: delete from a thread of its own.
+        let admin = self.admin.clone();
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+            runtime.block_on(async move {
+                let api: Api<MutatingWebhookConfiguration> = Api::all(Client::try_from(admin).ok()?);
+                api.delete(&name, &DeleteParams::default()).await.ok()
+            })
+        })
+        .join();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workloads and what is observed of them
+
+/// The manifest a GitOps tool would hold: no marker anywhere.
+fn manifest(name: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "annotations": {"reloader.stakater.com/auto": "true"}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{
+                    "name": "app",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "envFrom": [{"configMapRef": {"name": CONFIG}}],
+                }]},
+            },
+        },
+    })
+}
+
+fn deployment(name: &str) -> Deployment {
+    serde_json::from_value(manifest(name)).unwrap()
+}
+
+fn marker_name() -> String {
+    expected_env_var(reloader_tests::fixtures::ResourceKind::ConfigMap, CONFIG)
+}
+
+/// The marker's value in the template, if any.
+fn marker_of(deployment: &Deployment) -> Option<String> {
+    let template = &deployment.spec.as_ref()?.template;
+    let container = template.spec.as_ref()?.containers.first()?;
+    container.env.iter().flatten().find(|e| e.name == marker_name()).and_then(|e| e.value.clone())
+}
+
+fn revision_of(deployment: &Deployment) -> Option<String> {
+    deployment.metadata.annotations.as_ref()?.get(REVISION).cloned()
+}
+
+/// The revision, ReplicaSet count and marker of a Deployment, once its controller has observed
+/// its latest generation. (Not the generation itself: a PUT that drops the controller's
+/// `revision` annotation bumps it without touching the template.)
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Rollouts {
+    revision: String,
+    replica_sets: usize,
+    marker: Option<String>,
+}
+
+async fn rollouts(client: &Client, namespace: &str, name: &str) -> Result<Rollouts, NotYet> {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let deployment = deployments.get(name).await?;
+    let generation = deployment.metadata.generation.unwrap_or_default();
+    let observed = deployment.status.as_ref().and_then(|s| s.observed_generation).unwrap_or_default();
+    if observed < generation {
+        return Err(NotYet::because(format!("observed generation {observed} < {generation}")));
+    }
+    let revision = revision_of(&deployment).ok_or_else(|| NotYet::because("no revision yet"))?;
+    let replica_sets: Api<ReplicaSet> = Api::namespaced(client.clone(), namespace);
+    let listed = replica_sets.list(&ListParams::default().labels(&format!("app={name}"))).await?.items;
+    let uid = deployment.metadata.uid.as_deref();
+    let owned = listed
+        .iter()
+        .filter(|rs| rs.metadata.owner_references.iter().flatten().any(|o| Some(o.uid.as_str()) == uid))
+        .count();
+    Ok(Rollouts { revision, replica_sets: owned, marker: marker_of(&deployment) })
+}
+
+async fn settled(client: &Client, namespace: &str, name: &str) -> Rollouts {
+    wait_until(&format!("{name} observed by its controller"), ROLLOUT_TIMEOUT, || {
+        rollouts(client, namespace, name)
+    })
+    .await
+    .unwrap()
+}
+
+/// Waits until the Deployment records `hash` and its controller has rolled it; returns the
+/// state and how long it took.
+async fn wait_reloaded(client: &Client, namespace: &str, name: &str, hash: &str) -> (Rollouts, Duration) {
+    let started = Instant::now();
+    let state = wait_until(&format!("{name} to record {hash}"), RELOAD_TIMEOUT, || async {
+        let state = rollouts(client, namespace, name).await?;
+        if state.marker.as_deref() == Some(hash) { Ok(state) } else { Err(NotYet(format!("{state:?}"))) }
+    })
+    .await
+    .unwrap();
+    (state, started.elapsed())
+}
+
+/// Polls for `duration`, failing at the first observation that differs from `expected`.
+async fn assert_stays(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    expected: &Rollouts,
+    duration: Duration,
+    why: &str,
+) {
+    let deadline = Instant::now() + duration;
+    while Instant::now() < deadline {
+        if let Ok(now) = rollouts(client, namespace, name).await {
+            assert_eq!(&now, expected, "{why}");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// A server-side dry-run create of a throwaway Deployment: `Some(marker)` once the webhook is
+/// called and stamps it, `None` while it is not (dry runs call webhooks without side effects).
+async fn dry_run_marker(client: &Client, namespace: &str) -> Result<Option<String>, NotYet> {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let params = PostParams { dry_run: true, field_manager: None };
+    let created = deployments.create(&params, &deployment("probe")).await?;
+    Ok(marker_of(&created))
+}
+
+async fn wait_webhook_active(client: &Client, namespace: &str, hash: &str) -> Duration {
+    let started = Instant::now();
+    wait_until("the API server to call the webhook", RELOAD_TIMEOUT, || async {
+        match dry_run_marker(client, namespace).await? {
+            Some(marker) if marker == hash => Ok(()),
+            other => Err(NotYet(format!("dry-run create stamped {other:?}"))),
+        }
+    })
+    .await
+    .unwrap();
+    started.elapsed()
+}
+
+async fn wait_webhook_gone(client: &Client, namespace: &str) {
+    wait_until("the API server to stop calling the webhook", RELOAD_TIMEOUT, || async {
+        match dry_run_marker(client, namespace).await? {
+            None => Ok(()),
+            Some(marker) => Err(NotYet(format!("dry-run create still stamped {marker}"))),
+        }
+    })
+    .await
+    .unwrap();
+}
+
+/// The re-applies a GitOps tool does, from the original manifest.
+async fn server_side_apply(client: &Client, namespace: &str, name: &str) {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let params = PatchParams::apply(APPLIER).force();
+    deployments.patch(name, &params, &Patch::Apply(manifest(name))).await.expect("server-side apply");
+}
+
+/// A PUT of the original manifest over the current object; returns the successful request's
+/// round trip. Retried on conflict: kube-controller-manager puts back the `revision`
+/// annotation a replace drops, as it would behind `kubectl replace`.
+async fn replace(client: &Client, namespace: &str, name: &str) -> Duration {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    for _ in 0..20 {
+        let current = deployments.get(name).await.unwrap();
+        let mut object = deployment(name);
+        object.metadata.resource_version = current.metadata.resource_version;
+        let started = Instant::now();
+        match deployments.replace(name, &PostParams::default(), &object).await {
+            Ok(_) => return started.elapsed(),
+            Err(kube::Error::Api(e)) if e.code == 409 => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(e) => panic!("replace: {e}"),
+        }
+    }
+    panic!("replace: conflicts 20 times in a row");
+}
+
+/// The mean of a histogram from its `_sum` and `_count` samples.
+async fn mean_seconds(reloader: &Reloader, histogram: &str) -> Option<(f64, f64)> {
+    let sum = reloader.metric(&format!("{histogram}_sum")).await.ok()??;
+    let count = reloader.metric(&format!("{histogram}_count")).await.ok()??;
+    (count > 0.0).then_some((sum / count, count))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tests
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reapplied_manifest_keeps_the_marker_and_rolls_nothing() {
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
+    let namespace = ns.name();
+    let config = ResourceRef::configmap(CONFIG);
+    let first = resources.create(&config, &[("mode", "one")]).await.unwrap();
+
+    let certs = certificates();
+    let port = free_port();
+    let reloader = start_reloader(plane, "reloader", &webhook_args(namespace, port, &certs)).await;
+    let registration = Registration::create(plane, namespace, port, &certs.ca_pem).await;
+    wait_webhook_active(client, namespace, &first).await;
+
+    // Created by the GitOps tool: the webhook stamps the current hash.
+    server_side_apply(client, namespace, "web").await;
+    let created = settled(client, namespace, "web").await;
+    assert_eq!(created.marker.as_deref(), Some(first.as_str()), "stamped at creation");
+    assert_eq!((created.revision.as_str(), created.replica_sets), ("1", 1));
+
+    // Reloaded once.
+    let second = resources.update_data(&config, &[("mode", "two")]).await.unwrap();
+    let (reloaded, latency) = wait_reloaded(client, namespace, "web", &second).await;
+    let reloaded = wait_until("the reload to roll out", ROLLOUT_TIMEOUT, || async {
+        let now = rollouts(client, namespace, "web").await?;
+        if now.replica_sets == 2 { Ok(now) } else { Err(NotYet(format!("{now:?}"))) }
+    })
+    .await
+    .unwrap_or(reloaded);
+    assert_eq!((reloaded.revision.as_str(), reloaded.replica_sets), ("2", 2), "one reload, one rollout");
+    let quiet = negative_wait(latency);
+
+    // Re-applied from the original manifest, which has no marker: nothing rolls.
+    server_side_apply(client, namespace, "web").await;
+    assert_stays(client, namespace, "web", &reloaded, quiet, "server-side apply with the webhook").await;
+    let mut with_webhook = Vec::new();
+    for _ in 0..5 {
+        with_webhook.push(replace(client, namespace, "web").await);
+    }
+    assert_stays(client, namespace, "web", &reloaded, quiet, "replace with the webhook").await;
+    let patched =
+        reloader.metric(r#"reloader_admission_requests_total{operation="UPDATE",result="patched"}"#);
+    assert!(patched.await.unwrap().unwrap_or_default() >= 5.0, "every replace was patched by the webhook");
+    let reviews = mean_seconds(&reloader, "reloader_admission_duration_seconds").await;
+
+    // The same re-applies without the webhook. Server-side apply keeps the marker anyway: it
+    // only removes fields its own manager set, and the marker is never the applier's. A PUT
+    // carries the whole object, so it drops the marker and rolls the Deployment.
+    registration.delete().await;
+    wait_webhook_gone(client, namespace).await;
+    server_side_apply(client, namespace, "web").await;
+    assert_stays(client, namespace, "web", &reloaded, quiet, "server-side apply without the webhook").await;
+    let mut without_webhook = vec![replace(client, namespace, "web").await];
+    let rolled = wait_until("the replace without the webhook to roll", ROLLOUT_TIMEOUT, || async {
+        let now = rollouts(client, namespace, "web").await?;
+        if now.replica_sets > reloaded.replica_sets { Ok(now) } else { Err(NotYet(format!("{now:?}"))) }
+    })
+    .await
+    .unwrap();
+    assert_eq!(rolled.marker, None, "the replace dropped the marker");
+    assert_eq!((rolled.revision.as_str(), rolled.replica_sets), ("3", 3), "and rolled the Deployment");
+    for _ in 0..4 {
+        without_webhook.push(replace(client, namespace, "web").await);
+    }
+    eprintln!(
+        "ReplicaSets after the re-applies: {} with the webhook, {} without; webhook review mean and \
+         count {reviews:?}; replace round trips with the webhook {with_webhook:?}, without {without_webhook:?}",
+        reloaded.replica_sets, rolled.replica_sets
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_made_while_down_is_caught_up_once_thanks_to_the_stamp() {
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
+    let namespace = ns.name();
+    let deployments: Api<Deployment> = ns.api(client);
+    let config = ResourceRef::configmap(CONFIG);
+    let first = resources.create(&config, &[("mode", "one")]).await.unwrap();
+
+    // Created before the webhook exists: no marker, as with any reloader so far.
+    deployments.create(&PostParams::default(), &deployment("unstamped")).await.unwrap();
+
+    let certs = certificates();
+    let port = free_port();
+    let args = webhook_args(namespace, port, &certs);
+    let mut reloader = start_reloader(plane, "reloader-1", &args).await;
+    let registration = Registration::create(plane, namespace, port, &certs.ca_pem).await;
+    wait_webhook_active(client, namespace, &first).await;
+    deployments.create(&PostParams::default(), &deployment("stamped")).await.unwrap();
+    let stamped = settled(client, namespace, "stamped").await;
+    assert_eq!(stamped.marker.as_deref(), Some(first.as_str()), "stamped at creation");
+    let unstamped = settled(client, namespace, "unstamped").await;
+    assert_eq!(unstamped.marker, None);
+
+    // The controller goes away; the ConfigMap changes meanwhile.
+    reloader.kill();
+    let second = resources.update_data(&config, &[("mode", "two")]).await.unwrap();
+
+    // The webhook is down too: with failurePolicy Ignore, workload writes still go through.
+    let started = Instant::now();
+    let label = json!({"metadata": {"labels": {"touched": "while-down"}}});
+    deployments
+        .patch("stamped", &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .expect("update while down");
+    let created_while_down =
+        deployments.create(&PostParams::default(), &deployment("created-while-down")).await;
+    let unavailable = started.elapsed();
+    assert!(created_while_down.is_ok(), "create while the webhook is down: {created_while_down:?}");
+    eprintln!("two writes with the webhook down took {unavailable:?}");
+    assert_eq!(marker_of(&created_while_down.unwrap()), None, "nobody stamped it");
+
+    // Back up: the stamped Deployment reloads for the change it missed, once.
+    let reloader = start_reloader(plane, "reloader-2", &args).await;
+    let (caught_up, latency) = wait_reloaded(client, namespace, "stamped", &second).await;
+    let caught_up = wait_until("the catch-up to roll out", ROLLOUT_TIMEOUT, || async {
+        let now = rollouts(client, namespace, "stamped").await?;
+        if now.replica_sets == 2 { Ok(now) } else { Err(NotYet(format!("{now:?}"))) }
+    })
+    .await
+    .unwrap_or(caught_up);
+    assert_eq!((caught_up.revision.as_str(), caught_up.replica_sets), ("2", 2));
+    eprintln!("caught up {latency:?} after the restart");
+    let quiet = negative_wait(latency);
+    assert_stays(client, namespace, "stamped", &caught_up, quiet, "reloaded exactly once").await;
+    let executed = reloader.metric(r#"reloader_reload_executed_total{success="true"}"#).await.unwrap();
+    assert_eq!(executed, Some(1.0), "one write after the restart, for the stamped Deployment only");
+    // The unstamped twin never recorded what it ran with, so the missed change stays missed.
+    let unstamped_after = settled(client, namespace, "unstamped").await;
+    assert_eq!(unstamped_after, unstamped, "without a stamp the change made while down goes unseen");
+
+    registration.delete().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewed_certificate_files_are_served_without_a_restart() {
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, .. } = &env;
+    let certs = certificates();
+    let port = free_port();
+    let mut reloader = start_reloader(plane, "reloader", &webhook_args(ns.name(), port, &certs)).await;
+    let serving =
+        wait_until("the webhook to serve /healthz", RELOAD_TIMEOUT, || healthz(port, &certs.ca_pem));
+    assert_eq!(serving.await.unwrap(), 200);
+
+    // Renewed by another CA, as when cert-manager re-issues: key first, then certificate.
+    let renewed = certificates();
+    assert!(healthz(port, &renewed.ca_pem).await.is_err(), "not trusted before the renewal");
+    swap_file(&certs.key, &renewed.key_pem);
+    swap_file(&certs.cert, &renewed.cert_pem);
+    let started = Instant::now();
+    let served =
+        wait_until("the renewed certificate to be served", RELOAD_TIMEOUT, || healthz(port, &renewed.ca_pem));
+    assert_eq!(served.await.unwrap(), 200);
+    eprintln!("renewed certificate served {:?} after the files changed", started.elapsed());
+    assert!(healthz(port, &certs.ca_pem).await.is_err(), "the old certificate is no longer served");
+    assert!(reloader.exit_status().is_none(), "same process, no restart");
+}

@@ -1,0 +1,175 @@
+//! bench.md's benchmark: our controller against Stakater Reloader on one local control plane and
+//! one data set, in the same run. `hack/bench` drives it through the `reloader-bench` binary;
+//! tests/bench/tests/bench_smoke.rs runs a small version through the same [`run`].
+//!
+//! Stakater is measured only when the user points `STAKATER_BIN` at a binary they built; without
+//! it, its column is null with the reason, and only targets that are absolute (no LIST per event,
+//! one ReplicaSet, nothing lost or doubled) are judged.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+mod chart;
+mod dataset;
+mod identity;
+mod observer;
+mod procfs;
+mod report;
+mod rows;
+mod run;
+mod scenarios;
+mod stats;
+mod subject;
+
+pub use chart::svg;
+pub use report::{Report, ScenarioResult, Target};
+pub use run::run;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// A few hundred objects and short scenarios, one repetition (the smoke test's size).
+    pub small: bool,
+    /// Fractions of M1's data set to measure memory at, ascending (RSS against object count).
+    pub scales: Vec<f64>,
+    /// Repetitions of the start-up/memory and fan-out measurements (median and spread).
+    pub repeat: usize,
+    /// Our `reloader` binary.
+    pub binary: PathBuf,
+    /// A Stakater Reloader binary built by the user, if any.
+    pub stakater: Option<PathBuf>,
+    /// Where logs go (the report files are written by the caller).
+    pub log_dir: PathBuf,
+    /// Keep the plane and its data set after measuring, until SIGINT, for profiling by hand.
+    pub hold: bool,
+}
+
+impl BenchOptions {
+    /// bench.md's sizes, or the small ones.
+    pub fn plan(&self) -> Plan {
+        if self.small {
+            Plan {
+                l1_updates: 20,
+                l1_pairs: 10,
+                f1_workloads: 30,
+                h1_updates: 20,
+                p1_updates: 20,
+                settle: Duration::from_secs(2),
+                rss_samples: 3,
+                quiet: Duration::from_secs(2),
+                lease: LeaseTimings::FAST,
+            }
+        } else {
+            Plan {
+                l1_updates: 200,
+                l1_pairs: 40,
+                f1_workloads: 300,
+                h1_updates: 200,
+                p1_updates: 100,
+                settle: Duration::from_secs(10),
+                rss_samples: 5,
+                quiet: Duration::from_secs(5),
+                lease: LeaseTimings::DEFAULT,
+            }
+        }
+    }
+
+    /// Default scales: ¼, ½ and the whole data set; a twentieth and a fortieth when small.
+    pub fn default_scales(small: bool) -> Vec<f64> {
+        if small { vec![0.025, 0.05] } else { vec![0.25, 0.5, 1.0] }
+    }
+}
+
+/// Scenario sizes.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    /// L1: sequential updates, one every 250 ms.
+    pub l1_updates: usize,
+    /// L1: ConfigMap/Deployment pairs the updates go round.
+    pub l1_pairs: usize,
+    /// F1: Deployments using the one ConfigMap.
+    pub f1_workloads: usize,
+    /// H1: updates (one pair each) during which the leader is killed.
+    pub h1_updates: usize,
+    /// P1: sidecar updates.
+    pub p1_updates: usize,
+    /// M1: wait after ready before sampling RSS.
+    pub settle: Duration,
+    /// M1: RSS samples (one a second) whose median is the steady RSS.
+    pub rss_samples: usize,
+    /// Quiet time after a scenario's last expected change, so late or doubled writes show.
+    pub quiet: Duration,
+    /// H1's leader-election timings.
+    pub lease: LeaseTimings,
+}
+
+/// `--leader-election-*` values.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseTimings {
+    pub duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+}
+
+impl LeaseTimings {
+    /// The flags' defaults (Stakater's too).
+    pub const DEFAULT: LeaseTimings = LeaseTimings {
+        duration: Duration::from_secs(15),
+        renew_deadline: Duration::from_secs(10),
+        retry_period: Duration::from_secs(2),
+    };
+    /// Short, for the smoke run.
+    pub const FAST: LeaseTimings = LeaseTimings {
+        duration: Duration::from_secs(4),
+        renew_deadline: Duration::from_secs(3),
+        retry_period: Duration::from_millis(500),
+    };
+
+    pub fn args(self) -> [String; 3] {
+        [
+            format!("--leader-election-lease-duration={}ms", self.duration.as_millis()),
+            format!("--leader-election-renew-deadline={}ms", self.renew_deadline.as_millis()),
+            format!("--leader-election-retry-period={}ms", self.retry_period.as_millis()),
+        ]
+    }
+}
+
+/// Why a benchmark step could not be measured.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error(transparent)]
+    Plane(#[from] reloader_harness::PlaneError),
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("HTTP: {0}")]
+    Http(#[from] reqwest::Error),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Measure(String),
+}
+
+impl BenchError {
+    pub fn measure(detail: impl std::fmt::Display) -> Self {
+        Self::Measure(detail.to_string())
+    }
+}
+
+/// Writes `latest.json` and `latest.svg` into `out_dir`; returns their paths.
+pub fn write_report(report: &Report, out_dir: &std::path::Path) -> Result<(PathBuf, PathBuf), BenchError> {
+    let io = |path: &std::path::Path| {
+        let context = format!("writing {}", path.display());
+        move |source| BenchError::Io { context, source }
+    };
+    std::fs::create_dir_all(out_dir).map_err(io(out_dir))?;
+    let json_path = out_dir.join("latest.json");
+    let text = serde_json::to_string_pretty(&report.to_json()).map_err(BenchError::measure)?;
+    std::fs::write(&json_path, text + "\n").map_err(io(&json_path))?;
+    let svg_path = out_dir.join("latest.svg");
+    std::fs::write(&svg_path, svg(report)).map_err(io(&svg_path))?;
+    Ok((json_path, svg_path))
+}

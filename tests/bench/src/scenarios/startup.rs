@@ -1,0 +1,103 @@
+//! M1 and S1 from one start: time to ready and to the first reload applied, then the steady
+//! resident memory once caches synced and things settled, and the peak since start.
+
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Client;
+use kube::api::Api;
+
+use super::pairs::{Annotated, Pairs, create_pairs, update_configmap};
+use crate::observer::WorkloadObserver;
+use crate::stats::percentile;
+use crate::subject::{Launch, Subject};
+use crate::{BenchError, Plan};
+use reloader_harness::ControlPlane;
+
+const NAMESPACE: &str = "bench-s1";
+/// S1 updates its ConfigMap this often until a reload shows; also the resolution of that figure.
+const UPDATE_EVERY: Duration = Duration::from_millis(100);
+const START_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// One start of one controller.
+#[derive(Debug, Clone, Copy)]
+pub struct StartupSample {
+    pub ready_seconds: f64,
+    pub first_reload_seconds: f64,
+    pub steady_bytes: f64,
+    pub peak_bytes: f64,
+}
+
+/// The Deployment S1 reloads, and a watch on it.
+pub struct StartupFixture {
+    pairs: Pairs,
+    observer: WorkloadObserver,
+    runs: usize,
+}
+
+impl StartupFixture {
+    pub async fn create(client: &Client) -> Result<Self, BenchError> {
+        let pairs = create_pairs(client, NAMESPACE, 1, false, Annotated::Auto).await?;
+        let observer = WorkloadObserver::start(client.clone(), NAMESPACE).await?;
+        Ok(Self { pairs, observer, runs: 0 })
+    }
+
+    /// Starts `subject`, measures, and stops it.
+    pub async fn measure(
+        &mut self,
+        plane: &ControlPlane,
+        subject: &Subject,
+        log_dir: &Path,
+        plan: &Plan,
+    ) -> Result<StartupSample, BenchError> {
+        self.runs += 1;
+        let client = plane.client();
+        let (configmap, workload) = self.pairs.pairs[0].clone();
+        let generation = self.observer.generation(&workload);
+        let mut controller =
+            subject.start(plane, log_dir, &Launch::named(format!("m1-{}", self.runs))).await?;
+        let started = controller.started();
+
+        let api: Api<ConfigMap> = Api::namespaced(client, &self.pairs.namespace);
+        let tag = format!("s1-{}", self.runs);
+        let first_reload = async {
+            let mut n = 0usize;
+            loop {
+                if let Some(at) = self.observer.changed_after(&workload, generation) {
+                    return Ok(at);
+                }
+                if started.elapsed() > START_TIMEOUT {
+                    return Err(BenchError::measure(format!("no reload within {START_TIMEOUT:?} of start")));
+                }
+                n += 1;
+                update_configmap(&api, &configmap, &format!("{tag}-{n}")).await?;
+                tokio::time::sleep(UPDATE_EVERY).await;
+            }
+        };
+        let (ready, first_reload) = tokio::join!(controller.wait_ready(START_TIMEOUT), first_reload);
+        let (ready, first_reload) = (ready?, first_reload?);
+
+        tokio::time::sleep(plan.settle).await;
+        let mut rss = Vec::with_capacity(plan.rss_samples);
+        for _ in 0..plan.rss_samples {
+            let memory = controller.memory().ok_or_else(|| {
+                BenchError::measure(format!(
+                    "{} exited while settling:\n{}",
+                    subject.label(),
+                    controller.log_tail(20)
+                ))
+            })?;
+            rss.push(memory.rss_bytes as f64);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        let peak = controller.memory().map(|m| m.peak_bytes as f64).unwrap_or_default();
+        controller.kill();
+        Ok(StartupSample {
+            ready_seconds: ready.duration_since(started).as_secs_f64(),
+            first_reload_seconds: first_reload.saturating_duration_since(started).as_secs_f64(),
+            steady_bytes: percentile(&rss, 0.5).unwrap_or_default(),
+            peak_bytes: peak,
+        })
+    }
+}

@@ -1,0 +1,191 @@
+//! The controllers under test: ours, and Stakater Reloader when the user built one. Both run as
+//! the benchmark's ServiceAccount with the same flags; only what a binary cannot accept differs.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::BenchError;
+use super::identity::{self, NAMESPACE};
+use super::procfs::{self, Memory};
+use reloader_harness::ControlPlane;
+use reloader_harness::KubeconfigFile;
+use reloader_harness::free_port;
+use reloader_harness::process::{self, Process};
+
+/// Why the Stakater column is empty unless `STAKATER_BIN` names a binary.
+pub const STAKATER_UNAVAILABLE: &str = "unavailable: module proxy refuses github.com/stakater/Reloader";
+/// Stakater v1 serves `/metrics` and `/live` on a fixed port; it has no `--metrics-addr`.
+const STAKATER_PORT: u16 = 9090;
+const READY_POLL: Duration = Duration::from_millis(20);
+
+/// Which controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Flavour {
+    Ours,
+    Stakater,
+}
+
+/// A controller binary to benchmark.
+#[derive(Debug, Clone)]
+pub struct Subject {
+    pub flavour: Flavour,
+    pub binary: PathBuf,
+}
+
+/// How one controller process is started.
+#[derive(Debug, Clone, Default)]
+pub struct Launch {
+    /// Its POD_NAME (the Lease identity with `--enable-ha`) and log file name.
+    pub name: String,
+    /// Flags both controllers accept.
+    pub args: Vec<String>,
+    /// Flags only ours has (coalescing, write limits); Stakater runs without them.
+    pub ours_only_args: Vec<String>,
+}
+
+impl Launch {
+    pub fn named(name: impl Into<String>) -> Self {
+        Self { name: name.into(), ..Self::default() }
+    }
+
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    pub fn args(mut self, args: impl IntoIterator<Item = String>) -> Self {
+        self.args.extend(args);
+        self
+    }
+
+    pub fn ours_only(mut self, arg: impl Into<String>) -> Self {
+        self.ours_only_args.push(arg.into());
+        self
+    }
+}
+
+impl Subject {
+    pub fn label(&self) -> &'static str {
+        match self.flavour {
+            Flavour::Ours => "ours",
+            Flavour::Stakater => "stakater",
+        }
+    }
+
+    /// Starts it with `--reload-strategy=env-vars` over all namespaces, as the benchmark's account;
+    /// does not wait for readiness (start-up is measured by the caller).
+    pub async fn start(
+        &self,
+        plane: &ControlPlane,
+        log_dir: &Path,
+        launch: &Launch,
+    ) -> Result<Controller, BenchError> {
+        let kubeconfig = identity::kubeconfig(plane).await?;
+        let (port, mut args) = match self.flavour {
+            Flavour::Ours => {
+                let port = free_port();
+                (port, vec![format!("--metrics-addr=127.0.0.1:{port}")])
+            }
+            Flavour::Stakater => (STAKATER_PORT, Vec::new()),
+        };
+        args.push("--reload-strategy=env-vars".to_owned());
+        args.extend(launch.args.iter().cloned());
+        if self.flavour == Flavour::Ours {
+            args.extend(launch.ours_only_args.iter().cloned());
+        }
+        let log = log_dir.join(format!("{}-{}.log", self.label(), launch.name));
+        let _ = std::fs::remove_file(&log);
+        let envs: [(&str, &Path); 4] = [
+            ("KUBECONFIG", kubeconfig.path()),
+            ("POD_NAME", Path::new(&launch.name)),
+            ("POD_NAMESPACE", Path::new(NAMESPACE)),
+            // Where both publish their meta-info ConfigMap. (Never KUBERNETES_NAMESPACE: it would
+            // confine both to that one namespace.)
+            ("RELOADER_NAMESPACE", Path::new(NAMESPACE)),
+        ];
+        let started = Instant::now();
+        let process = Process::start(&launch.name, &self.binary, &args, &envs, &log)?;
+        let ready_path = match self.flavour {
+            Flavour::Ours => "/readyz",
+            // Stakater has no readiness endpoint; /live answering is the closest it says.
+            Flavour::Stakater => "/live",
+        };
+        Ok(Controller { process, started, port, ready_path, log, _kubeconfig: kubeconfig })
+    }
+}
+
+/// A running controller process, killed on drop.
+#[derive(Debug)]
+pub struct Controller {
+    process: Process,
+    started: Instant,
+    port: u16,
+    ready_path: &'static str,
+    log: PathBuf,
+    _kubeconfig: KubeconfigFile,
+}
+
+impl Controller {
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// Just before the process was spawned.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    pub fn memory(&self) -> Option<Memory> {
+        procfs::memory(self.pid())
+    }
+
+    /// Polls the ready endpoint until it answers 200; returns when that was first seen.
+    pub async fn wait_ready(&mut self, timeout: Duration) -> Result<Instant, BenchError> {
+        let http = reqwest::Client::builder().timeout(Duration::from_secs(2)).build()?;
+        let url = format!("http://127.0.0.1:{}{}", self.port, self.ready_path);
+        let deadline = self.started + timeout;
+        loop {
+            if let Ok(response) = http.get(&url).send().await
+                && response.status().is_success()
+            {
+                return Ok(Instant::now());
+            }
+            if let Some(status) = self.process.exited() {
+                return Err(BenchError::measure(format!(
+                    "{} exited ({status}) before {url} answered; last log lines:\n{}",
+                    self.process.name(),
+                    self.log_tail(20)
+                )));
+            }
+            if Instant::now() >= deadline {
+                return Err(BenchError::measure(format!(
+                    "{} not ready at {url} after {timeout:?}; last log lines:\n{}",
+                    self.process.name(),
+                    self.log_tail(20)
+                )));
+            }
+            tokio::time::sleep(READY_POLL).await;
+        }
+    }
+
+    /// SIGKILL, no goodbye.
+    pub fn kill(&mut self) {
+        self.process.kill();
+    }
+
+    /// `None` while it runs.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.process.exited()
+    }
+
+    pub fn log_tail(&self, lines: usize) -> String {
+        process::tail(&self.log, lines).map(|l| l.join("\n")).unwrap_or_default()
+    }
+}
+
+/// `<binary> --version`, first line.
+pub fn version_of(binary: &Path) -> Option<String> {
+    let output = std::process::Command::new(binary).arg("--version").output().ok()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.lines().next().map(|line| line.trim().to_owned()).filter(|line| !line.is_empty())
+}

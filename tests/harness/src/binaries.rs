@@ -1,0 +1,170 @@
+//! Where the control-plane binaries live: the cache that `hack/build` fills, keyed by the
+//! versions pinned in `hack/versions.env`.
+
+use std::path::{Path, PathBuf};
+
+use crate::PlaneError;
+
+/// hack/versions.env, embedded so the harness and the build script can never disagree.
+const VERSIONS_ENV: &str = include_str!("../../../hack/versions.env");
+
+/// The component versions pinned in `hack/versions.env`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Versions {
+    pub kubernetes: String,
+    pub etcd: String,
+    pub kwok: String,
+    pub helm: String,
+    pub argo_rollouts: String,
+}
+
+impl Versions {
+    /// The pinned versions this crate was compiled against.
+    pub fn pinned() -> Self {
+        Self::parse(VERSIONS_ENV).expect("hack/versions.env names every component")
+    }
+
+    fn parse(env_file: &str) -> Option<Self> {
+        let value = |key: &str| {
+            env_file.lines().map(str::trim).filter(|line| !line.starts_with('#')).find_map(|line| {
+                let (name, value) = line.split_once('=')?;
+                (name.trim() == key).then(|| value.trim().trim_matches('"').to_owned())
+            })
+        };
+        Some(Self {
+            kubernetes: value("KUBERNETES_VERSION")?,
+            etcd: value("ETCD_VERSION")?,
+            kwok: value("KWOK_VERSION")?,
+            helm: value("HELM_VERSION")?,
+            argo_rollouts: value("ARGO_ROLLOUTS_VERSION")?,
+        })
+    }
+}
+
+/// The cache folder of hack/lib.sh: `$RELOADER_DEV_CACHE`, else `$XDG_CACHE_HOME/reloader-dev`,
+/// else `~/.cache/reloader-dev`.
+pub fn cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("RELOADER_DEV_CACHE").filter(|dir| !dir.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|dir| !dir.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache"));
+    base.join("reloader-dev")
+}
+
+/// Paths of every binary and data file the plane needs.
+#[derive(Debug, Clone)]
+pub struct Binaries {
+    pub etcd: PathBuf,
+    pub kube_apiserver: PathBuf,
+    pub kube_controller_manager: PathBuf,
+    pub kube_scheduler: PathBuf,
+    /// Not needed by the plane; for tests that script it.
+    pub kubectl: PathBuf,
+    /// Not needed by the plane; for chart tests.
+    pub helm: PathBuf,
+    pub kwok: PathBuf,
+    /// The KWOK stage files (node and pod lifecycles) copied from its module by hack/build.
+    pub kwok_stages: PathBuf,
+    /// The Argo Rollouts `Rollout` CRD read from its module by hack/build.
+    pub rollout_crd: PathBuf,
+    pub versions: Versions,
+}
+
+impl Binaries {
+    /// The binaries of the pinned versions in `cache`.
+    pub fn in_cache(cache: &Path) -> Self {
+        let versions = Versions::pinned();
+        let kubernetes = cache.join(format!("kubernetes-{}", versions.kubernetes));
+        let kwok = cache.join(format!("kwok-{}", versions.kwok));
+        Self {
+            etcd: cache.join(format!("etcd-{}", versions.etcd)).join("etcd"),
+            kube_apiserver: kubernetes.join("kube-apiserver"),
+            kube_controller_manager: kubernetes.join("kube-controller-manager"),
+            kube_scheduler: kubernetes.join("kube-scheduler"),
+            kubectl: kubernetes.join("kubectl"),
+            helm: cache.join(format!("helm-{}", versions.helm)).join("helm"),
+            kwok_stages: kwok.join("stages"),
+            kwok: kwok.join("kwok"),
+            rollout_crd: cache
+                .join(format!("argo-rollouts-{}", versions.argo_rollouts))
+                .join("rollout-crd.yaml"),
+            versions,
+        }
+    }
+
+    /// The binaries in the default cache, failing with the command that builds them when any is
+    /// missing.
+    pub fn locate() -> Result<Self, PlaneError> {
+        let cache = cache_dir();
+        let binaries = Self::in_cache(&cache);
+        let missing: Vec<PathBuf> = [
+            &binaries.etcd,
+            &binaries.kube_apiserver,
+            &binaries.kube_controller_manager,
+            &binaries.kube_scheduler,
+            &binaries.kwok,
+            // Older caches lack the lease heartbeat stage; hack/build adds it.
+            &binaries.kwok_stages.join("node-node-heartbeat-with-lease.yaml"),
+        ]
+        .into_iter()
+        .filter(|path| !path.exists())
+        .cloned()
+        .collect();
+        if missing.is_empty() { Ok(binaries) } else { Err(PlaneError::MissingBinaries { cache, missing }) }
+    }
+
+    /// The KWOK stage files, sorted so the plane starts the same way every time.
+    pub fn kwok_stage_files(&self) -> Result<Vec<PathBuf>, PlaneError> {
+        let io_error =
+            |source| PlaneError::Io { context: format!("reading {}", self.kwok_stages.display()), source };
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(&self.kwok_stages).map_err(io_error)? {
+            let path = entry.map_err(io_error)?.path();
+            if path.extension().is_some_and(|ext| ext == "yaml") {
+                files.push(path);
+            }
+        }
+        files.sort();
+        Ok(files)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_pinned_versions_file() {
+        let versions = Versions::parse(
+            "# comment\nKUBERNETES_VERSION=v1.36.3\nETCD_VERSION=v3.6.16\nKWOK_VERSION=v0.8.0\n\
+             HELM_VERSION=v3.20.2\nARGO_ROLLOUTS_VERSION=v1.9.3\n",
+        )
+        .unwrap();
+        assert_eq!(versions.kubernetes, "v1.36.3");
+        assert_eq!(versions.etcd, "v3.6.16");
+        assert_eq!(versions.kwok, "v0.8.0");
+        assert_eq!(versions.helm, "v3.20.2");
+        assert_eq!(versions.argo_rollouts, "v1.9.3");
+    }
+
+    #[test]
+    fn a_missing_version_is_an_error() {
+        assert_eq!(Versions::parse("KUBERNETES_VERSION=v1.36.3\n"), None);
+    }
+
+    #[test]
+    fn the_embedded_file_names_every_component() {
+        let versions = Versions::pinned();
+        assert!(versions.kubernetes.starts_with("v1."), "{versions:?}");
+    }
+
+    #[test]
+    fn binaries_are_keyed_by_version() {
+        let binaries = Binaries::in_cache(Path::new("/cache"));
+        let kubernetes = format!("/cache/kubernetes-{}/kube-apiserver", binaries.versions.kubernetes);
+        assert_eq!(binaries.kube_apiserver, PathBuf::from(kubernetes));
+    }
+}
