@@ -1,16 +1,16 @@
 //! The reloader binary's library: everything that talks to a cluster, wired by `main.rs`.
+//!
+//! The flow, stage by stage: the controller's watches fill the index and decide which workloads
+//! need a reload, the `executor` writes (the only module that does), `notify` reports what was
+//! done, `observe` exposes it. `admission` and `explain` answer from the same index and rules.
 
-pub mod alerts;
+pub(crate) mod admission;
 pub mod controller;
-pub mod events;
+pub(crate) mod executor;
 pub mod explain;
-pub mod http;
 pub mod leader;
-pub mod memory;
 pub mod meta_info;
-pub mod metrics;
+pub(crate) mod notify;
+pub mod observe;
 pub mod run;
 pub mod sidecar;
-pub mod telemetry;
-pub mod webhook;
-pub mod webhook_notify;

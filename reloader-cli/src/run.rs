@@ -7,9 +7,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::controller;
-use crate::http::{self, Health};
+use crate::observe::http::{self, Health};
 use crate::leader::{ElectionConfig, Leadership};
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 
 pub async fn run(options: Options) -> anyhow::Result<()> {
     for warning in &options.warnings {

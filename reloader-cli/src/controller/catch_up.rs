@@ -14,10 +14,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use super::Context;
-use super::executor::{Executor, Work};
+use crate::executor::{Executor, Work};
 use super::reconciler::Reconciler;
 use super::resources::Synced;
-use crate::http::Health;
+use crate::observe::http::Health;
 
 pub fn spawn(
     ctx: Arc<Context>,
@@ -54,7 +54,7 @@ async fn run(
         elapsed = ?started.elapsed(),
         "caches synced; ready"
     );
-    crate::memory::release_free_memory();
+    crate::observe::memory::release_free_memory();
     health.set_ready(true);
 
     let mut leader = ctx.leader.clone();

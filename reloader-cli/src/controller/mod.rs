@@ -7,7 +7,7 @@
 //! ```
 
 mod catch_up;
-mod executor;
+
 pub(crate) mod kinds;
 mod namespaces;
 mod pause;
@@ -16,7 +16,7 @@ pub(crate) mod resources;
 mod scope;
 mod standby;
 mod workloads;
-mod writer;
+
 
 use std::sync::{Arc, RwLock};
 
@@ -28,14 +28,13 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use crate::events::EventPublisher;
-use crate::http::Health;
+use crate::notify::events::EventPublisher;
+use crate::observe::http::Health;
 use crate::leader::Leadership;
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 
-pub use executor::Executor;
+pub use crate::executor::Executor;
 pub use reconciler::Reconciler;
-pub use writer::FIELD_MANAGER;
 
 /// What every part of the controller shares.
 pub struct Context {
@@ -51,7 +50,7 @@ pub struct Context {
     /// Resolved kinds to watch (OpenShift detection, Argo flag, ignored workload types).
     pub kinds: kinds::EnabledKinds,
     /// `ALERT_ON_RELOAD` notifications, when configured.
-    pub alerter: Option<crate::alerts::Alerter>,
+    pub alerter: Option<crate::notify::alerts::Alerter>,
 }
 
 /// Runs the controller until `shutdown` fires.
@@ -68,7 +67,7 @@ pub async fn run(
     info!(kinds = %kinds, strategy = options.strategy.as_str(), "starting controller");
     let alerter = match &options.alert {
         Some(cfg) => {
-            let cfg = crate::alerts::AlertConfig::from_parts(
+            let cfg = crate::notify::alerts::AlertConfig::from_parts(
                 true,
                 Some(cfg.url.expose().to_string()),
                 Some(
@@ -83,7 +82,7 @@ pub async fn run(
                 cfg.proxy.as_ref().map(|p| p.expose().to_string()),
                 cfg.additional_info.clone(),
             );
-            cfg.map(|cfg| crate::alerts::Alerter::new(cfg, metrics.clone())).transpose()?
+            cfg.map(|cfg| crate::notify::alerts::Alerter::new(cfg, metrics.clone())).transpose()?
         }
         None => None,
     };
@@ -104,7 +103,7 @@ pub async fn run(
         .options
         .admission_webhook
         .clone()
-        .map(|cfg| tokio::spawn(crate::webhook::serve(ctx.clone(), cfg, shutdown.clone())));
+        .map(|cfg| tokio::spawn(crate::admission::serve(ctx.clone(), cfg, shutdown.clone())));
     let executor = Executor::start(ctx.clone(), shutdown.clone());
     let reconciler = Arc::new(Reconciler::new(ctx.clone(), executor.clone()).await?);
     // Every replica keeps the resume deadlines from the `paused-at` annotations; only the

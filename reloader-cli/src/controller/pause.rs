@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::Context;
-use super::executor::{Executor, Work};
+use crate::executor::{Executor, Work};
 
 /// If a resume was queued but the watch still shows the workload paused, try again after this.
 const RESUME_RETRY: Duration = Duration::from_secs(10);

@@ -11,9 +11,9 @@ use reloader_core::model::{ResourceKey, ResourceKind, ResourceView};
 use tracing::{debug, info};
 
 use super::Context;
-use super::executor::{Executor, Work};
+use crate::executor::{Executor, Work};
 use super::standby::{REPLAY_WINDOW, StandbyChanges};
-use crate::webhook_notify::{ResourceNotice, WebhookNotifier};
+use crate::notify::webhook::{ResourceNotice, WebhookNotifier};
 
 /// Where an applied resource came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

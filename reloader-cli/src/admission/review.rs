@@ -19,7 +19,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use tracing::{debug, info, warn};
 
-use crate::controller::{Context, FIELD_MANAGER};
+use crate::controller::Context;
+use crate::executor::FIELD_MANAGER;
 
 /// What a review did, for `reloader_admission_requests_total{result}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

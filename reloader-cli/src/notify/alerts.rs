@@ -11,8 +11,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::sync::mpsc;
 
-use crate::metrics::Metrics;
-use crate::webhook_notify::{Backoff, http_client, post_with_retries};
+use crate::observe::metrics::Metrics;
+use crate::notify::webhook::{Backoff, http_client, post_with_retries};
 
 /// Alerts waiting for delivery; beyond this, new ones are dropped.
 const QUEUE_CAPACITY: usize = 1024;

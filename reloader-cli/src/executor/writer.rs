@@ -10,9 +10,9 @@ use reloader_core::model::WorkloadKey;
 use reloader_core::workload::{MarkerAction, MarkerChange, PatchKind, WorkloadWrite, WriteContext};
 use tracing::{error, info, warn};
 
-use super::Context;
-use super::kinds::{api_resource, load};
-use crate::alerts::ReloadNotice;
+use crate::controller::Context;
+use crate::controller::kinds::{api_resource, load};
+use crate::notify::alerts::ReloadNotice;
 
 pub const FIELD_MANAGER: &str = "Reloader";
 /// Enough, with [`conflict_pause`], to outlast a writer updating the object in a tight loop.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use serde::Serialize;
 
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 
 /// Per-attempt limits: a slow endpoint must not hold a notification for long.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

@@ -13,8 +13,10 @@ use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
-use super::Context;
-use super::writer;
+use crate::controller::Context;
+mod writer;
+
+pub(crate) use writer::FIELD_MANAGER;
 
 /// Concurrent writes in flight (each to a different workload).
 const WORKERS: usize = 8;

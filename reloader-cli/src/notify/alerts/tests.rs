@@ -1,7 +1,7 @@
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::webhook_notify::tests::CaptureServer;
+use crate::notify::webhook::tests::CaptureServer;
 
 /// A value that stands for Secret data: it must never reach a sink.
 const PLANTED_SECRET: &str = "planted-s3cret-value-7f3a";
