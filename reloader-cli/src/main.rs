@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory, Parser, Subcommand};
 use reloader_cli::explain::ExplainArgs;
-use reloader_cli::sidecar::SidecarArgs;
 use reloader_cli::observe::telemetry;
+use reloader_cli::sidecar::SidecarArgs;
 use reloader_core::options::{LogFormat, Options, RunArgs};
 
 #[derive(Parser, Debug)]

@@ -7,8 +7,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::controller;
-use crate::observe::http::{self, Health};
 use crate::leader::{ElectionConfig, Leadership};
+use crate::observe::http::{self, Health};
 use crate::observe::metrics::Metrics;
 
 pub async fn run(options: Options) -> anyhow::Result<()> {

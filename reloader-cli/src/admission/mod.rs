@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::controller::Context;
+use crate::observe::metrics::{AdmissionOperation, AdmissionOutcome};
 
 use tls::ReloadingCertificate;
 
@@ -87,7 +88,7 @@ async fn mutate(State(ctx): State<Arc<Context>>, body: Bytes) -> Response {
     let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(&body) {
         Ok(review) => review,
         Err(e) => {
-            ctx.metrics.admission("unknown", review::Outcome::Error.as_label(), started.elapsed());
+            ctx.metrics.admission(AdmissionOperation::Unknown, AdmissionOutcome::Error, started.elapsed());
             // Not an AdmissionReview: an error, so the API server applies the failure policy.
             // Where, not what: the message could quote the object.
             let message = format!(
@@ -102,24 +103,24 @@ async fn mutate(State(ctx): State<Arc<Context>>, body: Bytes) -> Response {
     let request: AdmissionRequest<DynamicObject> = match review.try_into() {
         Ok(request) => request,
         Err(e) => {
-            ctx.metrics.admission("unknown", review::Outcome::Error.as_label(), started.elapsed());
+            ctx.metrics.admission(AdmissionOperation::Unknown, AdmissionOutcome::Error, started.elapsed());
             return (StatusCode::BAD_REQUEST, format!("an AdmissionReview without a request: {e}"))
                 .into_response();
         }
     };
     let (response, outcome) = review::review(&ctx, &request);
     let operation = operation_label(&request);
-    ctx.metrics.admission(operation, outcome.as_label(), started.elapsed());
+    ctx.metrics.admission(operation, outcome, started.elapsed());
     axum::Json(response.into_review()).into_response()
 }
 
-fn operation_label(request: &AdmissionRequest<DynamicObject>) -> &'static str {
+fn operation_label(request: &AdmissionRequest<DynamicObject>) -> AdmissionOperation {
     use kube::core::admission::Operation;
     match request.operation {
-        Operation::Create => "CREATE",
-        Operation::Update => "UPDATE",
-        Operation::Delete => "DELETE",
-        Operation::Connect => "CONNECT",
+        Operation::Create => AdmissionOperation::Create,
+        Operation::Update => AdmissionOperation::Update,
+        Operation::Delete => AdmissionOperation::Delete,
+        Operation::Connect => AdmissionOperation::Connect,
     }
 }
 

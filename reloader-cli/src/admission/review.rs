@@ -21,34 +21,7 @@ use tracing::{debug, info, warn};
 
 use crate::controller::Context;
 use crate::executor::FIELD_MANAGER;
-
-/// What a review did, for `reloader_admission_requests_total{result}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Allowed with a patch.
-    Patched,
-    /// Looked at; nothing to add.
-    Unchanged,
-    /// Not ours to look at: another kind, a subresource, an opted-out object, our own write,
-    /// a namespace out of scope, or an operation other than CREATE and UPDATE.
-    Skipped,
-    /// Markers would have been added, but `--dry-run` writes nothing; allowed unchanged.
-    DryRun,
-    /// The object could not be read or the patch not built; allowed unchanged.
-    Error,
-}
-
-impl Outcome {
-    pub fn as_label(self) -> &'static str {
-        match self {
-            Outcome::Patched => "patched",
-            Outcome::Unchanged => "unchanged",
-            Outcome::Skipped => "skipped",
-            Outcome::DryRun => "dry_run",
-            Outcome::Error => "error",
-        }
-    }
-}
+use crate::observe::metrics::AdmissionOutcome as Outcome;
 
 /// The response to `request`: always allowed; with a patch when markers are added.
 pub fn review(ctx: &Context, request: &AdmissionRequest<DynamicObject>) -> (AdmissionResponse, Outcome) {

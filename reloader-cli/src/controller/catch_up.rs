@@ -14,9 +14,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use super::Context;
-use crate::executor::{Executor, Work};
 use super::reconciler::Reconciler;
 use super::resources::Synced;
+use crate::executor::{Executor, Work};
 use crate::observe::http::Health;
 
 pub fn spawn(

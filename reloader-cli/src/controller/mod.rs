@@ -17,7 +17,6 @@ mod scope;
 mod standby;
 mod workloads;
 
-
 use std::sync::{Arc, RwLock};
 
 use anyhow::Context as _;
@@ -26,11 +25,13 @@ use reloader_core::index::Index;
 use reloader_core::options::Options;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{error, info};
 
-use crate::notify::events::EventPublisher;
-use crate::observe::http::Health;
+use crate::executor::{ExecutorConfig, ExecutorIo, KubeWorkloadApi};
 use crate::leader::Leadership;
+use crate::notify::alerts::{AlertQueue, Alerter};
+use crate::notify::events::{EventPublisher, EventSink};
+use crate::observe::http::Health;
 use crate::observe::metrics::Metrics;
 
 pub use crate::executor::Executor;
@@ -42,15 +43,13 @@ pub struct Context {
     pub options: Options,
     pub index: Arc<RwLock<Index>>,
     pub metrics: Arc<Metrics>,
-    pub events: EventPublisher,
+    pub(crate) events: Arc<dyn EventSink>,
     /// True while this replica holds the lease (always true without HA).
     pub leader: watch::Receiver<bool>,
     /// Which namespaces are in scope right now (namespace selector and ignore list).
     pub scope: scope::ScopeFilter,
     /// Resolved kinds to watch (OpenShift detection, Argo flag, ignored workload types).
     pub kinds: kinds::EnabledKinds,
-    /// `ALERT_ON_RELOAD` notifications, when configured.
-    pub alerter: Option<crate::notify::alerts::Alerter>,
 }
 
 /// Runs the controller until `shutdown` fires.
@@ -65,28 +64,12 @@ pub async fn run(
     let kinds =
         kinds::EnabledKinds::resolve(&client, &options).await.context("discovering workload kinds")?;
     info!(kinds = %kinds, strategy = options.strategy.as_str(), "starting controller");
-    let alerter = match &options.alert {
-        Some(cfg) => {
-            let cfg = crate::notify::alerts::AlertConfig::from_parts(
-                true,
-                Some(cfg.url.expose().to_string()),
-                Some(
-                    match cfg.sink {
-                        reloader_core::options::AlertSink::Slack => "slack",
-                        reloader_core::options::AlertSink::Teams => "teams",
-                        reloader_core::options::AlertSink::GoogleChat => "gchat",
-                        reloader_core::options::AlertSink::Raw => "raw",
-                    }
-                    .to_string(),
-                ),
-                cfg.proxy.as_ref().map(|p| p.expose().to_string()),
-                cfg.additional_info.clone(),
-            );
-            cfg.map(|cfg| crate::notify::alerts::Alerter::new(cfg, metrics.clone())).transpose()?
-        }
+    let alerts: Option<Arc<dyn AlertQueue>> = match &options.alert {
+        Some(cfg) => Some(Arc::new(Alerter::new(cfg, metrics.clone())?)),
         None => None,
     };
-    let events = EventPublisher::new(client.clone(), leadership.identity().to_string());
+    let events: Arc<dyn EventSink> =
+        Arc::new(EventPublisher::new(client.clone(), leadership.identity().to_string()));
     let ctx = Arc::new(Context {
         client: client.clone(),
         scope: scope::ScopeFilter::new(&options),
@@ -96,7 +79,6 @@ pub async fn run(
         events,
         leader: leadership.subscribe(),
         kinds,
-        alerter,
     });
 
     let webhook = ctx
@@ -104,7 +86,23 @@ pub async fn run(
         .admission_webhook
         .clone()
         .map(|cfg| tokio::spawn(crate::admission::serve(ctx.clone(), cfg, shutdown.clone())));
-    let executor = Executor::start(ctx.clone(), shutdown.clone());
+    let (executor, dispatch) = Executor::new(
+        ExecutorConfig {
+            coalesce_period: ctx.options.coalesce_period,
+            max_writes_per_second: ctx.options.max_writes_per_second,
+            dry_run: ctx.options.dry_run,
+            keys: ctx.options.keys.clone(),
+        },
+        ExecutorIo {
+            api: Arc::new(KubeWorkloadApi::new(client.clone())),
+            events: ctx.events.clone(),
+            alerts,
+            leader: ctx.leader.clone(),
+            metrics: ctx.metrics.clone(),
+        },
+        shutdown.clone(),
+    );
+    let executor_task = tokio::spawn(dispatch);
     let reconciler = Arc::new(Reconciler::new(ctx.clone(), executor.clone()).await?);
     // Every replica keeps the resume deadlines from the `paused-at` annotations; only the
     // leader acts on them, so a new leader resumes on time.
@@ -133,7 +131,10 @@ pub async fn run(
         }
     };
     shutdown.cancel();
-    executor.drain().await;
+    // The executor finishes the writes in flight (bounded) once `shutdown` fires.
+    if let Err(e) = executor_task.await {
+        error!(error = %e, "the executor task failed");
+    }
     drop(reconciler);
     failure.map_or(Ok(()), Err)
 }

@@ -48,7 +48,7 @@ pub fn spawn(ctx: Arc<Context>, _reconciler: Arc<Reconciler>, shutdown: Cancella
                 Ok(watcher::Event::Init) => {}
                 Err(e) => {
                     warn!(error = %e, "namespace watch failed; retrying with backoff");
-                    ctx.metrics.error("watch");
+                    ctx.metrics.error(crate::observe::metrics::ErrorType::Watch);
                 }
             }
         }

@@ -5,15 +5,16 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use reloader_core::decide::{DecideOptions, ResourceEventKind};
+use reloader_core::decide::{DecideOptions, ResourceEventKind, SkipReason as DecideSkip};
 use reloader_core::index::ResourceChange;
 use reloader_core::model::{ResourceKey, ResourceKind, ResourceView};
 use tracing::{debug, info};
 
 use super::Context;
-use crate::executor::{Executor, Work};
 use super::standby::{REPLAY_WINDOW, StandbyChanges};
+use crate::executor::{Executor, Work};
 use crate::notify::webhook::{ResourceNotice, WebhookNotifier};
+use crate::observe::metrics::{EventType, ProcessResult, SkipReason};
 
 /// Where an applied resource came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,11 +58,11 @@ impl Reconciler {
 
     pub fn resource_applied(&self, view: ResourceView, phase: Phase) {
         let received = Instant::now();
-        let resource_type = view.key.kind.plural();
+        let resource_type = view.key.kind;
         let change = self.ctx.index.write().expect("index lock").upsert_resource(view.clone());
         let event_type = match change {
-            ResourceChange::Created => "create",
-            _ => "update",
+            ResourceChange::Created => EventType::Create,
+            _ => EventType::Update,
         };
         if phase == Phase::Live {
             self.ctx.metrics.event_received(event_type, resource_type);
@@ -78,7 +79,12 @@ impl Reconciler {
         };
         let Some(event) = event else {
             if phase == Phase::Live {
-                self.ctx.metrics.event_processed(event_type, resource_type, "no_content_change");
+                self.ctx.metrics.event_processed(
+                    event_type,
+                    resource_type,
+                    ProcessResult::NoContentChange,
+                    received.elapsed(),
+                );
             }
             return;
         };
@@ -87,10 +93,15 @@ impl Reconciler {
 
     pub fn resource_deleted(&self, view: ResourceView) {
         let received = Instant::now();
-        self.ctx.metrics.event_received("delete", view.key.kind.plural());
+        self.ctx.metrics.event_received(EventType::Delete, view.key.kind);
         let removed = self.ctx.index.write().expect("index lock").remove_resource(&view.key);
         if !self.ctx.options.reload_on_delete {
-            self.ctx.metrics.event_processed("delete", view.key.kind.plural(), "reload_on_delete_disabled");
+            self.ctx.metrics.event_processed(
+                EventType::Delete,
+                view.key.kind,
+                ProcessResult::ReloadOnDeleteDisabled,
+                received.elapsed(),
+            );
             return;
         }
         // The last known flags (ignore/match) decide, as for any other event.
@@ -128,39 +139,54 @@ impl Reconciler {
     }
 
     fn dispatch(&self, view: &ResourceView, event: ResourceEventKind, received: Instant) {
-        let (event_type, resource_type) = (event_label(event), view.key.kind.plural());
+        let (event_type, resource_type) = (EventType::from(event), view.key.kind);
         if !self.ctx.scope.contains(&view.key.namespace) {
-            self.ctx.metrics.skipped("namespace_out_of_scope");
-            self.ctx.metrics.event_processed(event_type, resource_type, "namespace_out_of_scope");
+            self.ctx.metrics.skipped(SkipReason::NamespaceOutOfScope);
+            self.ctx.metrics.event_processed(
+                event_type,
+                resource_type,
+                ProcessResult::NamespaceOutOfScope,
+                received.elapsed(),
+            );
             return;
         }
         if view.ignored {
-            self.ctx.metrics.skipped("resource_ignored");
-            self.ctx.metrics.event_processed(event_type, resource_type, "ignored");
+            self.ctx.metrics.skipped(SkipReason::Decision(DecideSkip::ResourceIgnored));
+            self.ctx.metrics.event_processed(
+                event_type,
+                resource_type,
+                ProcessResult::Ignored,
+                received.elapsed(),
+            );
             return;
         }
         if let Some(notifier) = &self.notifier {
             self.notify_webhook(notifier.clone(), view, event);
-            self.ctx.metrics.event_processed(event_type, resource_type, "webhook");
+            self.ctx.metrics.event_processed(
+                event_type,
+                resource_type,
+                ProcessResult::Webhook,
+                received.elapsed(),
+            );
             return;
         }
         self.standby.record_unless_leading(&self.ctx.leader, view, event);
         let plans = self.ctx.index.read().expect("index lock").plan_changes(view, event, &self.decide);
         let mut matched = 0u64;
         for (workload, plan) in &plans {
-            self.ctx.metrics.workloads_scanned(workload.kind.as_str(), 1);
+            self.ctx.metrics.workloads_scanned(workload.kind, 1);
             match plan {
                 Ok(change) => {
                     matched += 1;
-                    self.ctx.metrics.workloads_matched(workload.kind.as_str(), 1);
+                    self.ctx.metrics.workloads_matched(workload.kind, 1);
                     debug!(%workload, resource = %view.key, "queueing reload");
                     self.executor.enqueue(workload.clone(), Work::Reload(vec![change.clone()]), received);
                 }
-                Err(reason) => self.ctx.metrics.skipped(reason.as_label()),
+                Err(reason) => self.ctx.metrics.skipped(SkipReason::Decision(*reason)),
             }
         }
-        let result = if matched > 0 { "queued" } else { "no_match" };
-        self.ctx.metrics.event_processed(event_type, resource_type, result);
+        let result = if matched > 0 { ProcessResult::Queued } else { ProcessResult::NoMatch };
+        self.ctx.metrics.event_processed(event_type, resource_type, result, received.elapsed());
     }
 
     fn notify_webhook(&self, notifier: Arc<WebhookNotifier>, view: &ResourceView, event: ResourceEventKind) {
@@ -168,7 +194,7 @@ impl Reconciler {
             return;
         }
         let notice = ResourceNotice {
-            event: event_label(event),
+            event: EventType::from(event),
             kind: view.key.kind.to_string(),
             namespace: view.key.namespace.to_string(),
             name: view.key.name.to_string(),
@@ -179,13 +205,5 @@ impl Reconciler {
                 tracing::error!(error = %e, resource = %notice.name, "webhook notification failed");
             }
         });
-    }
-}
-
-fn event_label(event: ResourceEventKind) -> &'static str {
-    match event {
-        ResourceEventKind::Created => "create",
-        ResourceEventKind::Updated => "update",
-        ResourceEventKind::Deleted => "delete",
     }
 }

@@ -189,7 +189,7 @@ async fn consume<K>(
             }
             Err(e) => {
                 warn!(error = %e, "resource watch failed; retrying with backoff");
-                ctx.metrics.error("watch");
+                ctx.metrics.error(crate::observe::metrics::ErrorType::Watch);
             }
         }
     }

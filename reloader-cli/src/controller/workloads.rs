@@ -26,6 +26,7 @@ use super::Context;
 use super::kinds::{Loaded, ToLoaded};
 use super::pause::PauseTimers;
 use super::resources::{Synced, api_for, watch_config, watched_namespaces};
+use crate::notify::events::EventReason;
 
 pub fn spawn(ctx: Arc<Context>, pauses: PauseTimers, shutdown: CancellationToken) -> Vec<Synced> {
     let mut synced = Vec::new();
@@ -126,7 +127,7 @@ where
                 }
                 Err(e) => {
                     warn!(kind = kind.as_str(), error = %e, "workload watch failed; retrying with backoff");
-                    ctx.metrics.error("watch");
+                    ctx.metrics.error(crate::observe::metrics::ErrorType::Watch);
                 }
             }
         }
@@ -154,7 +155,7 @@ fn upsert(ctx: &Context, pauses: &PauseTimers, view: WorkloadView) {
         }
         let message = problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("; ");
         let events = ctx.events.clone();
-        tokio::spawn(async move { events.annotation_problem(&key, &message).await });
+        tokio::spawn(async move { events.publish(&key, EventReason::InvalidAnnotation, &message).await });
     }
 }
 

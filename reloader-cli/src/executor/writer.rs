@@ -2,25 +2,30 @@
 //! write (nothing if it already carries the markers), send it, and retry per workload —
 //! immediately after a re-read on 409, with backoff on transient errors. Reports every outcome.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::Patch;
+use reloader_core::annotations::AnnotationKeys;
 use reloader_core::model::WorkloadKey;
 use reloader_core::workload::{MarkerAction, MarkerChange, PatchKind, WorkloadWrite, WriteContext};
+use tokio::sync::watch;
 use tracing::{error, info, warn};
 
-use crate::controller::Context;
-use crate::controller::kinds::{api_resource, load};
-use crate::notify::alerts::ReloadNotice;
+use super::api::WorkloadApi;
+use crate::notify::alerts::{AlertQueue, ReloadNotice};
+use crate::notify::events::{EventReason, EventSink};
+use crate::observe::metrics::{ActionResult, ErrorType, Metrics, SkipReason};
 
-pub const FIELD_MANAGER: &str = "Reloader";
 /// Enough, with [`conflict_pause`], to outlast a writer updating the object in a tight loop.
 const MAX_CONFLICT_RETRIES: u32 = 20;
 const MAX_TRANSIENT_RETRIES: u32 = 5;
+/// How long a Job to recreate may take to disappear after its deletion.
+const JOB_DELETION_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
-pub enum WriteFailure {
+pub(crate) enum WriteFailure {
     #[error(transparent)]
     Api(#[from] kube::Error),
     #[error(transparent)]
@@ -33,19 +38,20 @@ pub enum WriteFailure {
 
 impl WriteFailure {
     /// The `reloader_errors_total{type}` label.
-    fn label(&self) -> &'static str {
+    fn error_type(&self) -> ErrorType {
         match self {
-            WriteFailure::Api(kube::Error::Api(e)) if e.code == 403 => "forbidden",
-            WriteFailure::Api(kube::Error::Api(e)) if e.code == 409 => "conflict",
-            WriteFailure::Api(kube::Error::Api(_)) => "api",
-            WriteFailure::Api(_) => "transport",
-            WriteFailure::Backend(_) => "workload",
-            WriteFailure::Patch(..) => "patch",
-            WriteFailure::JobStillPresent(_) => "job_recreate",
+            WriteFailure::Api(kube::Error::Api(e)) if e.code == 403 => ErrorType::Forbidden,
+            WriteFailure::Api(kube::Error::Api(e)) if e.code == 409 => ErrorType::Conflict,
+            WriteFailure::Api(kube::Error::Api(_)) => ErrorType::Api,
+            WriteFailure::Api(_) => ErrorType::Transport,
+            WriteFailure::Backend(_) => ErrorType::Workload,
+            WriteFailure::Patch(..) => ErrorType::Patch,
+            WriteFailure::JobStillPresent(_) => ErrorType::JobRecreate,
         }
     }
 }
 
+#[derive(Debug)]
 enum Outcome {
     Written,
     AlreadyCurrent,
@@ -55,110 +61,197 @@ enum Outcome {
     NotLeader,
 }
 
-fn write_context(ctx: &Context) -> WriteContext<'_> {
-    let now = chrono::Utc::now();
-    WriteContext {
-        keys: &ctx.options.keys,
-        now_unix: now.timestamp(),
-        now_rfc3339: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-    }
+/// What the writer needs: the API, where to report, and its slice of the configuration.
+pub(crate) struct Writer {
+    pub(crate) api: Arc<dyn WorkloadApi>,
+    pub(crate) events: Arc<dyn EventSink>,
+    pub(crate) alerts: Option<Arc<dyn AlertQueue>>,
+    pub(crate) metrics: Arc<Metrics>,
+    /// True while this replica holds the lease.
+    pub(crate) leader: watch::Receiver<bool>,
+    pub(crate) keys: AnnotationKeys,
+    pub(crate) dry_run: bool,
 }
 
-pub async fn reload(ctx: &Context, key: &WorkloadKey, changes: &[MarkerChange], first_event: Instant) {
-    let started = Instant::now();
-    let result = with_retries(ctx, key, || attempt_reload(ctx, key, changes)).await;
-    let kind = key.kind.as_str();
-    match result {
-        Ok(Outcome::Written) => {
-            ctx.metrics.reload_executed(true, &key.namespace);
-            ctx.metrics.action(kind, "success", started.elapsed());
-            ctx.metrics.reload_latency(first_event.elapsed());
-            for change in changes {
-                let message = format!(
-                    "Changes detected in {} '{}' in namespace '{}'; reloaded {} '{}'",
-                    change.resource.kind, change.resource.name, change.resource.namespace, kind, key.name
-                );
-                info!(workload = %key, resource = %change.resource, strategy = change.strategy.as_str(), "reloaded");
-                ctx.events.reloaded(key, &message).await;
-                if let Some(alerter) = &ctx.alerter {
-                    alerter.send(notice(key, change));
+impl Writer {
+    fn write_context(&self) -> WriteContext<'_> {
+        let now = chrono::Utc::now();
+        WriteContext {
+            keys: &self.keys,
+            now_unix: now.timestamp(),
+            now_rfc3339: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        }
+    }
+
+    pub(crate) async fn reload(&self, key: &WorkloadKey, changes: &[MarkerChange], first_event: Instant) {
+        let started = Instant::now();
+        let result = self.with_retries(key, || self.attempt_reload(key, changes)).await;
+        let kind = key.kind;
+        match result {
+            Ok(Outcome::Written) => {
+                self.metrics.reload_executed(true, &key.namespace);
+                self.metrics.action(kind, ActionResult::Success, started.elapsed());
+                self.metrics.reload_latency(first_event.elapsed());
+                for change in changes {
+                    let message = format!(
+                        "Changes detected in {} '{}' in namespace '{}'; reloaded {} '{}'",
+                        change.resource.kind,
+                        change.resource.name,
+                        change.resource.namespace,
+                        kind.as_str(),
+                        key.name
+                    );
+                    info!(workload = %key, resource = %change.resource, strategy = change.strategy.as_str(), "reloaded");
+                    self.events.publish(key, EventReason::Reloaded, &message).await;
+                    if let Some(alerts) = &self.alerts {
+                        alerts.send(notice(key, change));
+                    }
                 }
             }
-        }
-        Ok(Outcome::DryRun) => {
-            ctx.metrics.dry_run_write(kind);
-            ctx.metrics.action(kind, "dry_run", started.elapsed());
-        }
-        Ok(Outcome::AlreadyCurrent) => ctx.metrics.skipped("already_current"),
-        Ok(Outcome::Gone) => ctx.metrics.skipped("workload_gone"),
-        Ok(Outcome::NotLeader) => ctx.metrics.skipped("not_leader"),
-        Err(failure) => {
-            ctx.metrics.reload_executed(false, &key.namespace);
-            ctx.metrics.action(kind, "error", started.elapsed());
-            ctx.metrics.error(failure.label());
-            let resources: Vec<String> = changes.iter().map(|c| c.resource.to_string()).collect();
-            error!(workload = %key, resources = ?resources, error = %failure, "reload failed");
-            let message = format!("Reload for {} failed: {failure}", resources.join(", "));
-            ctx.events.reload_failed(key, &message).await;
+            Ok(Outcome::DryRun) => {
+                self.metrics.dry_run_write(kind);
+                self.metrics.action(kind, ActionResult::DryRun, started.elapsed());
+            }
+            Ok(Outcome::AlreadyCurrent) => {
+                self.metrics.skipped(SkipReason::Decision(reloader_core::decide::SkipReason::AlreadyCurrent))
+            }
+            Ok(Outcome::Gone) => self.metrics.skipped(SkipReason::WorkloadGone),
+            Ok(Outcome::NotLeader) => self.metrics.skipped(SkipReason::NotLeader),
+            Err(failure) => {
+                self.metrics.reload_executed(false, &key.namespace);
+                self.metrics.action(kind, ActionResult::Error, started.elapsed());
+                self.metrics.error(failure.error_type());
+                let resources: Vec<String> = changes.iter().map(|c| c.resource.to_string()).collect();
+                error!(workload = %key, resources = ?resources, error = %failure, "reload failed");
+                let message = format!("Reload for {} failed: {failure}", resources.join(", "));
+                self.events.publish(key, EventReason::ReloadFail, &message).await;
+            }
         }
     }
-}
 
-pub async fn resume(ctx: &Context, key: &WorkloadKey) {
-    let result = with_retries(ctx, key, || async {
-        let Some(loaded) = load(&ctx.client, key).await? else { return Ok(Outcome::Gone) };
-        match loaded.with(|w| w.resume_write(&write_context(ctx))) {
-            Some(write) => send(ctx, key, write).await,
+    pub(crate) async fn resume(&self, key: &WorkloadKey) {
+        let result = self
+            .with_retries(key, || async {
+                let Some(loaded) = self.api.load(key).await? else { return Ok(Outcome::Gone) };
+                match loaded.with(|w| w.resume_write(&self.write_context())) {
+                    Some(write) => self.send(key, write).await,
+                    None => Ok(Outcome::AlreadyCurrent),
+                }
+            })
+            .await;
+        match result {
+            Ok(Outcome::Written) => info!(workload = %key, "pause period over; resumed"),
+            Ok(_) => {}
+            Err(failure) => {
+                self.metrics.error(failure.error_type());
+                error!(workload = %key, error = %failure, "could not resume after the pause period");
+                let message = format!("Resume after pause period failed: {failure}");
+                self.events.publish(key, EventReason::ReloadFail, &message).await;
+            }
+        }
+    }
+
+    async fn with_retries<F, Fut>(&self, key: &WorkloadKey, mut attempt: F) -> Result<Outcome, WriteFailure>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<Outcome, WriteFailure>>,
+    {
+        let (mut conflicts, mut transient) = (0, 0);
+        let mut backoff = Duration::from_millis(200);
+        loop {
+            // Each attempt, not just the first: a replica demoted during retries must stop writing.
+            if !*self.leader.borrow() {
+                return Ok(Outcome::NotLeader);
+            }
+            match attempt().await {
+                Err(WriteFailure::Api(kube::Error::Api(e)))
+                    if e.code == 409 && conflicts < MAX_CONFLICT_RETRIES =>
+                {
+                    conflicts += 1;
+                    self.metrics.retry();
+                    let pause = conflict_pause(conflicts);
+                    warn!(workload = %key, attempt = conflicts, retry_in = ?pause, "conflict; re-reading and retrying");
+                    tokio::time::sleep(pause).await;
+                }
+                Err(WriteFailure::Api(e)) if is_transient(&e) && transient < MAX_TRANSIENT_RETRIES => {
+                    transient += 1;
+                    self.metrics.retry();
+                    warn!(workload = %key, error = %e, retry_in = ?backoff, "transient error; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn attempt_reload(
+        &self,
+        key: &WorkloadKey,
+        changes: &[MarkerChange],
+    ) -> Result<Outcome, WriteFailure> {
+        let Some(loaded) = self.api.load(key).await? else { return Ok(Outcome::Gone) };
+        match loaded.with(|w| w.reload_write(changes, &self.write_context()))? {
+            Some(write) => self.send(key, write).await,
             None => Ok(Outcome::AlreadyCurrent),
         }
-    })
-    .await;
-    match result {
-        Ok(Outcome::Written) => info!(workload = %key, "pause period over; resumed"),
-        Ok(_) => {}
-        Err(failure) => {
-            ctx.metrics.error(failure.label());
-            error!(workload = %key, error = %failure, "could not resume after the pause period");
-            ctx.events.reload_failed(key, &format!("Resume after pause period failed: {failure}")).await;
-        }
     }
-}
 
-async fn with_retries<F, Fut>(
-    ctx: &Context,
-    key: &WorkloadKey,
-    mut attempt: F,
-) -> Result<Outcome, WriteFailure>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Outcome, WriteFailure>>,
-{
-    let (mut conflicts, mut transient) = (0, 0);
-    let mut backoff = Duration::from_millis(200);
-    loop {
-        // Each attempt, not just the first: a replica demoted during retries must stop writing.
-        if !*ctx.leader.borrow() {
-            return Ok(Outcome::NotLeader);
+    async fn send(&self, key: &WorkloadKey, write: WorkloadWrite) -> Result<Outcome, WriteFailure> {
+        if self.dry_run {
+            info!(workload = %key, write = %describe(&write), "dry run: would write");
+            return Ok(Outcome::DryRun);
         }
-        match attempt().await {
-            Err(WriteFailure::Api(kube::Error::Api(e)))
-                if e.code == 409 && conflicts < MAX_CONFLICT_RETRIES =>
-            {
-                conflicts += 1;
-                ctx.metrics.retry();
-                let pause = conflict_pause(conflicts);
-                warn!(workload = %key, attempt = conflicts, retry_in = ?pause, "conflict; re-reading and retrying");
-                tokio::time::sleep(pause).await;
+        match write {
+            WorkloadWrite::Patch { kind, body } => {
+                let tested = tested_version(&body);
+                let patch = match kind {
+                    PatchKind::Strategic => Patch::Strategic(body),
+                    PatchKind::Merge => Patch::Merge(body),
+                    PatchKind::Json => Patch::Json(
+                        serde_json::from_value(body).map_err(|e| WriteFailure::Patch(key.clone(), e))?,
+                    ),
+                };
+                match self.api.patch(key, &patch).await {
+                    Ok(()) => {}
+                    // A JSON patch whose resourceVersion `test` failed: someone wrote the object
+                    // since we read it, a conflict to re-read and retry like a 409. Built-in kinds
+                    // say so in the message; custom resources answer a bare 422 "Invalid", so the
+                    // version is compared instead.
+                    Err(kube::Error::Api(mut e)) if kind == PatchKind::Json && e.code == 422 => {
+                        let moved = match &tested {
+                            Some(tested) => self.api.resource_version(key).await?.filter(|now| now != tested),
+                            None => None,
+                        };
+                        if moved.is_some() || e.message.contains("test") {
+                            e.code = 409;
+                        }
+                        return Err(kube::Error::Api(e).into());
+                    }
+                    Err(e) => return Err(e.into()),
+                }
             }
-            Err(WriteFailure::Api(e)) if is_transient(&e) && transient < MAX_TRANSIENT_RETRIES => {
-                transient += 1;
-                ctx.metrics.retry();
-                warn!(workload = %key, error = %e, retry_in = ?backoff, "transient error; retrying");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(5));
-            }
-            other => return other,
+            WorkloadWrite::CreateJob(job) => self.api.create_job(&key.namespace, &job).await?,
+            WorkloadWrite::RecreateJob(job) => self.recreate_job(key, *job).await?,
         }
+        Ok(Outcome::Written)
+    }
+
+    async fn recreate_job(&self, key: &WorkloadKey, job: Job) -> Result<(), WriteFailure> {
+        match self.api.delete_job(&key.namespace, &key.name).await {
+            Ok(()) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+        let deadline = tokio::time::Instant::now() + JOB_DELETION_TIMEOUT;
+        while self.api.job_exists(&key.namespace, &key.name).await? {
+            if tokio::time::Instant::now() > deadline {
+                return Err(WriteFailure::JobStillPresent(key.to_string()));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        self.api.create_job(&key.namespace, &job).await?;
+        Ok(())
     }
 }
 
@@ -182,67 +275,6 @@ fn is_transient(e: &kube::Error) -> bool {
     }
 }
 
-async fn attempt_reload(
-    ctx: &Context,
-    key: &WorkloadKey,
-    changes: &[MarkerChange],
-) -> Result<Outcome, WriteFailure> {
-    let Some(loaded) = load(&ctx.client, key).await? else { return Ok(Outcome::Gone) };
-    match loaded.with(|w| w.reload_write(changes, &write_context(ctx)))? {
-        Some(write) => send(ctx, key, write).await,
-        None => Ok(Outcome::AlreadyCurrent),
-    }
-}
-
-async fn send(ctx: &Context, key: &WorkloadKey, write: WorkloadWrite) -> Result<Outcome, WriteFailure> {
-    if ctx.options.dry_run {
-        info!(workload = %key, write = %describe(&write), "dry run: would write");
-        return Ok(Outcome::DryRun);
-    }
-    match write {
-        WorkloadWrite::Patch { kind, body } => {
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(ctx.client.clone(), &key.namespace, &api_resource(key.kind));
-            let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
-            let tested = tested_version(&body);
-            let patch = match kind {
-                PatchKind::Strategic => Patch::Strategic(body),
-                PatchKind::Merge => Patch::Merge(body),
-                PatchKind::Json => Patch::Json(
-                    serde_json::from_value(body).map_err(|e| WriteFailure::Patch(key.clone(), e))?,
-                ),
-            };
-            match api.patch(&key.name, &params, &patch).await {
-                Ok(_) => {}
-                // A JSON patch whose resourceVersion `test` failed: someone wrote the object since
-                // we read it, a conflict to re-read and retry like a 409. Built-in kinds say so in
-                // the message; custom resources answer a bare 422 "Invalid", so the version is
-                // compared instead.
-                Err(kube::Error::Api(mut e)) if kind == PatchKind::Json && e.code == 422 => {
-                    let moved = match &tested {
-                        Some(tested) => api
-                            .get_metadata_opt(&key.name)
-                            .await?
-                            .and_then(|m| m.metadata.resource_version.filter(|now| now != tested)),
-                        None => None,
-                    };
-                    if moved.is_some() || e.message.contains("test") {
-                        e.code = 409;
-                    }
-                    return Err(kube::Error::Api(e).into());
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        WorkloadWrite::CreateJob(job) => {
-            let api: Api<Job> = Api::namespaced(ctx.client.clone(), &key.namespace);
-            api.create(&post_params(), &job).await?;
-        }
-        WorkloadWrite::RecreateJob(job) => recreate_job(ctx, key, *job).await?,
-    }
-    Ok(Outcome::Written)
-}
-
 /// The resourceVersion a JSON patch's `test` operation requires, if it has one.
 fn tested_version(body: &serde_json::Value) -> Option<String> {
     body.as_array()?
@@ -250,30 +282,6 @@ fn tested_version(body: &serde_json::Value) -> Option<String> {
         .find(|op| op["op"] == "test" && op["path"] == "/metadata/resourceVersion")
         .and_then(|op| op["value"].as_str())
         .map(str::to_owned)
-}
-
-fn post_params() -> PostParams {
-    PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }
-}
-
-async fn recreate_job(ctx: &Context, key: &WorkloadKey, job: Job) -> Result<(), WriteFailure> {
-    let api: Api<Job> = Api::namespaced(ctx.client.clone(), &key.namespace);
-    let params =
-        DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() };
-    match api.delete(&key.name, &params).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 404 => {}
-        Err(e) => return Err(e.into()),
-    }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while api.get_opt(&key.name).await?.is_some() {
-        if Instant::now() > deadline {
-            return Err(WriteFailure::JobStillPresent(key.to_string()));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    api.create(&post_params(), &job).await?;
-    Ok(())
 }
 
 fn describe(write: &WorkloadWrite) -> String {

@@ -1,52 +1,79 @@
-//! Kubernetes Events on workloads: `Reloaded` (Normal) and `ReloadFail` (Warning), compat.md §10.
+//! Kubernetes Events on workloads: `Reloaded` (Normal), `ReloadFail` and `InvalidAnnotation`
+//! (Warning), compat.md §10.
 
+use async_trait::async_trait;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use reloader_core::model::{WorkloadKey, WorkloadKind};
 use tracing::warn;
 
-#[derive(Clone)]
-pub struct EventPublisher {
+/// Why an Event is recorded: its `reason`, its type and its `action`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EventReason {
+    /// A workload was reloaded (Normal).
+    Reloaded,
+    /// A reload or a resume after a pause period failed (Warning).
+    ReloadFail,
+    /// A workload's reloader annotation cannot be understood (Warning).
+    InvalidAnnotation,
+}
+
+impl EventReason {
+    pub(crate) fn as_label(self) -> &'static str {
+        match self {
+            EventReason::Reloaded => "Reloaded",
+            EventReason::ReloadFail => "ReloadFail",
+            EventReason::InvalidAnnotation => "InvalidAnnotation",
+        }
+    }
+
+    fn event_type(self) -> EventType {
+        match self {
+            EventReason::Reloaded => EventType::Normal,
+            EventReason::ReloadFail | EventReason::InvalidAnnotation => EventType::Warning,
+        }
+    }
+
+    fn action(self) -> &'static str {
+        match self {
+            EventReason::Reloaded | EventReason::ReloadFail => "Reload",
+            EventReason::InvalidAnnotation => "Validate",
+        }
+    }
+}
+
+/// Where Events on workloads go. Recording is best effort: an Event is a report, never a
+/// reason to fail or retry a reload, so there is no error to return.
+#[async_trait]
+pub(crate) trait EventSink: Send + Sync {
+    async fn publish(&self, workload: &WorkloadKey, reason: EventReason, message: &str);
+}
+
+/// Events recorded through the API server (events.k8s.io), reported by this replica.
+pub(crate) struct EventPublisher {
     recorder: Recorder,
 }
 
 impl EventPublisher {
-    pub fn new(client: Client, instance: String) -> Self {
+    pub(crate) fn new(client: Client, instance: String) -> Self {
         let reporter = Reporter { controller: "reloader".into(), instance: Some(instance) };
         EventPublisher { recorder: Recorder::new(client, reporter) }
     }
+}
 
-    pub async fn reloaded(&self, workload: &WorkloadKey, message: &str) {
-        self.publish(workload, EventType::Normal, "Reloaded", "Reload", message).await;
-    }
-
-    pub async fn reload_failed(&self, workload: &WorkloadKey, message: &str) {
-        self.publish(workload, EventType::Warning, "ReloadFail", "Reload", message).await;
-    }
-
-    pub async fn annotation_problem(&self, workload: &WorkloadKey, message: &str) {
-        self.publish(workload, EventType::Warning, "InvalidAnnotation", "Validate", message).await;
-    }
-
-    async fn publish(
-        &self,
-        workload: &WorkloadKey,
-        type_: EventType,
-        reason: &str,
-        action: &str,
-        message: &str,
-    ) {
+#[async_trait]
+impl EventSink for EventPublisher {
+    async fn publish(&self, workload: &WorkloadKey, reason: EventReason, message: &str) {
         let event = Event {
-            type_,
-            reason: reason.into(),
+            type_: reason.event_type(),
+            reason: reason.as_label().into(),
             note: Some(truncate(message, 1024)),
-            action: action.into(),
+            action: reason.action().into(),
             secondary: None,
         };
         if let Err(e) = self.recorder.publish(&event, &object_reference(workload)).await {
-            // An Event is a report, never a reason to fail or retry a reload.
-            warn!(%workload, error = %e, reason, "could not record Kubernetes Event");
+            warn!(%workload, error = %e, reason = reason.as_label(), "could not record Kubernetes Event");
         }
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use serde::Serialize;
 
-use crate::observe::metrics::Metrics;
+use crate::observe::metrics::{EventType, Metrics, NotificationChannel};
 
 /// Per-attempt limits: a slow endpoint must not hold a notification for long.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -20,8 +20,7 @@ const WEBHOOK_BACKOFF: Backoff =
 /// only, never data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourceNotice {
-    /// `create`, `update` or `delete`.
-    pub event: &'static str,
+    pub event: EventType,
     pub kind: String,
     pub namespace: String,
     pub name: String,
@@ -69,7 +68,7 @@ impl WebhookNotifier {
     pub async fn notify(&self, event: &ResourceNotice) -> Result<(), WebhookError> {
         let body = serde_json::to_vec(&WebhookBody {
             webhook: "update successful",
-            event: event.event,
+            event: event.event.as_label(),
             kind: &event.kind,
             namespace: &event.namespace,
             name: &event.name,
@@ -77,14 +76,14 @@ impl WebhookNotifier {
         })?;
         let result =
             post_with_retries(&self.client, &self.url, "application/json", body, WEBHOOK_BACKOFF).await;
-        self.metrics.notification("webhook", result.is_ok());
+        self.metrics.notification(NotificationChannel::Webhook, result.is_ok());
         match &result {
             Ok(()) => tracing::debug!(
-                event = event.event, kind = %event.kind, namespace = %event.namespace, name = %event.name,
+                event = event.event.as_label(), kind = %event.kind, namespace = %event.namespace, name = %event.name,
                 "webhook notified"
             ),
             Err(error) => tracing::warn!(
-                event = event.event, kind = %event.kind, namespace = %event.namespace, name = %event.name,
+                event = event.event.as_label(), kind = %event.kind, namespace = %event.namespace, name = %event.name,
                 %error, "webhook notification failed"
             ),
         }

@@ -1,5 +1,7 @@
 use std::time::{Duration, Instant};
 
+use reloader_core::options::SensitiveString;
+
 use super::*;
 use crate::notify::webhook::tests::CaptureServer;
 
@@ -18,14 +20,18 @@ fn notice() -> ReloadNotice {
 }
 
 fn config(url: String, sink: &str, additional_info: Option<&str>) -> AlertConfig {
-    AlertConfig::from_parts(true, Some(url), Some(sink.to_owned()), None, additional_info.map(str::to_owned))
-        .unwrap()
+    AlertConfig {
+        url: SensitiveString::new(url),
+        sink: AlertSink::parse(sink),
+        proxy: None,
+        additional_info: additional_info.map(str::to_owned),
+    }
 }
 
 async fn deliver_one(sink: &str, additional_info: Option<&str>) -> (Option<String>, String) {
     let server = CaptureServer::start(&[]).await;
     let metrics = Metrics::new(false);
-    let alerter = Alerter::new(config(server.url.clone(), sink, additional_info), metrics.clone()).unwrap();
+    let alerter = Alerter::new(&config(server.url.clone(), sink, additional_info), metrics.clone()).unwrap();
     alerter.send(notice());
     let request = server.wait_for(1).await.remove(0);
     assert!(!request.body.contains(PLANTED_SECRET));
@@ -69,7 +75,7 @@ async fn any_other_sink_gets_plain_text() {
 async fn failed_delivery_is_retried_then_counted() {
     let server = CaptureServer::start(&[axum::http::StatusCode::BAD_GATEWAY]).await;
     let metrics = Metrics::new(false);
-    let alerter = Alerter::new(config(server.url.clone(), "teams", None), metrics.clone()).unwrap();
+    let alerter = Alerter::new(&config(server.url.clone(), "teams", None), metrics.clone()).unwrap();
     alerter.send(notice());
     assert_eq!(server.wait_for(2).await.len(), 2);
     wait_for_metric(&metrics, "reloader_notifications_total{channel=\"alert-teams\",success=\"true\"} 1")
@@ -83,7 +89,7 @@ async fn an_unreachable_sink_never_blocks_the_caller() {
     let black_hole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/hook", black_hole.local_addr().unwrap());
     let metrics = Metrics::new(false);
-    let alerter = Alerter::new(config(url, "slack", None), metrics.clone()).unwrap();
+    let alerter = Alerter::new(&config(url, "slack", None), metrics.clone()).unwrap();
 
     let started = Instant::now();
     for _ in 0..(QUEUE_CAPACITY + 10) {
@@ -103,20 +109,9 @@ async fn an_unreachable_sink_never_blocks_the_caller() {
 }
 
 #[test]
-fn config_requires_enabled_and_a_url() {
-    assert!(AlertConfig::from_parts(false, Some("http://x".into()), None, None, None).is_none());
-    assert!(AlertConfig::from_parts(true, None, None, None, None).is_none());
-    assert!(AlertConfig::from_parts(true, Some("  ".into()), None, None, None).is_none());
-    let cfg =
-        AlertConfig::from_parts(true, Some("http://x".into()), None, Some(String::new()), Some("".into()))
-            .unwrap();
-    assert_eq!((cfg.sink, cfg.proxy, cfg.additional_info), (AlertSink::Raw, None, None));
-}
-
-#[test]
 fn debug_output_hides_the_url_and_proxy() {
     let mut cfg = config("https://hooks.example/services/T000/B000/s3cr3t-token".into(), "slack", None);
-    cfg.proxy = Some("http://user:proxy-password@proxy:3128".into());
+    cfg.proxy = Some(SensitiveString::new("http://user:proxy-password@proxy:3128"));
     let printed = format!("{cfg:?}");
     assert!(!printed.contains("s3cr3t-token") && !printed.contains("proxy-password"), "{printed}");
 }

@@ -76,7 +76,7 @@ async fn capture(
 
 fn notice() -> ResourceNotice {
     ResourceNotice {
-        event: "update",
+        event: EventType::Update,
         kind: "ConfigMap".to_owned(),
         namespace: "team-a".to_owned(),
         name: "app-config".to_owned(),

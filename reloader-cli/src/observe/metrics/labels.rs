@@ -17,57 +17,57 @@ pub(super) struct SuccessNamespaceLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct ResultLabels {
-    pub(super) result: String,
+    pub(super) result: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct ActionLabels {
-    pub(super) workload_kind: String,
-    pub(super) result: String,
+    pub(super) workload_kind: &'static str,
+    pub(super) result: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct WorkloadKindLabels {
-    pub(super) workload_kind: String,
+    pub(super) workload_kind: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct ReasonLabels {
-    pub(super) reason: String,
+    pub(super) reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct TypeLabels {
-    pub(super) r#type: String,
+    pub(super) r#type: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct EventLabels {
-    pub(super) event_type: String,
-    pub(super) resource_type: String,
+    pub(super) event_type: &'static str,
+    pub(super) resource_type: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct ProcessedEventLabels {
-    pub(super) event_type: String,
-    pub(super) resource_type: String,
-    pub(super) result: String,
+    pub(super) event_type: &'static str,
+    pub(super) resource_type: &'static str,
+    pub(super) result: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct KindLabels {
-    pub(super) kind: String,
+    pub(super) kind: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct ChannelLabels {
-    pub(super) channel: String,
+    pub(super) channel: &'static str,
     pub(super) success: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct AdmissionLabels {
-    pub(super) operation: String,
+    pub(super) operation: &'static str,
     pub(super) result: &'static str,
 }
 

@@ -8,6 +8,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use reloader_core::model::{ResourceKind, WorkloadKind};
+
 use prometheus_client::encoding::text;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -23,6 +25,12 @@ use self::labels::{
 };
 
 mod labels;
+mod values;
+
+pub(crate) use self::values::{
+    ActionResult, AdmissionOperation, AdmissionOutcome, ErrorType, EventType, NotificationChannel,
+    ProcessResult, SkipReason,
+};
 
 /// Bucket bounds in seconds for every latency histogram: from a millisecond (a cached decision)
 /// to a minute (a write stuck behind API-server throttling or retries).
@@ -283,22 +291,16 @@ impl Metrics {
         }
     }
 
-    pub fn reconcile(&self, result: &str, duration: Duration) {
-        let labels = ResultLabels { result: result.to_owned() };
-        self.reconcile_total.get_or_create(&labels).inc();
-        self.reconcile_duration.get_or_create(&labels).observe(duration.as_secs_f64());
-    }
-
     /// One workload write: `reloader_action_total` and `reloader_action_latency_seconds`.
-    pub fn action(&self, workload_kind: &str, result: &str, latency: Duration) {
-        let labels = ActionLabels { workload_kind: workload_kind.to_owned(), result: result.to_owned() };
+    pub(crate) fn action(&self, workload_kind: WorkloadKind, result: ActionResult, latency: Duration) {
+        let labels = ActionLabels { workload_kind: workload_kind.as_str(), result: result.as_label() };
         self.action_total.get_or_create(&labels).inc();
-        let kind = WorkloadKindLabels { workload_kind: workload_kind.to_owned() };
+        let kind = WorkloadKindLabels { workload_kind: workload_kind.as_str() };
         self.action_latency.get_or_create(&kind).observe(latency.as_secs_f64());
     }
 
-    pub fn skipped(&self, reason: &str) {
-        self.skipped.get_or_create(&ReasonLabels { reason: reason.to_owned() }).inc();
+    pub(crate) fn skipped(&self, reason: SkipReason) {
+        self.skipped.get_or_create(&ReasonLabels { reason: reason.as_label() }).inc();
     }
 
     pub fn workqueue_depth(&self, depth: i64) {
@@ -314,35 +316,46 @@ impl Metrics {
     }
 
     /// `reloader_errors_total{type}`.
-    pub fn error(&self, error_type: &str) {
-        self.errors.get_or_create(&TypeLabels { r#type: error_type.to_owned() }).inc();
+    pub(crate) fn error(&self, error_type: ErrorType) {
+        self.errors.get_or_create(&TypeLabels { r#type: error_type.as_label() }).inc();
     }
 
     pub fn retry(&self) {
         self.retries.inc();
     }
 
-    pub fn event_received(&self, event_type: &str, resource_type: &str) {
-        let labels =
-            EventLabels { event_type: event_type.to_owned(), resource_type: resource_type.to_owned() };
+    pub(crate) fn event_received(&self, event_type: EventType, resource_type: ResourceKind) {
+        let labels = EventLabels { event_type: event_type.as_label(), resource_type: resource_type.plural() };
         self.events_received.get_or_create(&labels).inc();
     }
 
-    pub fn event_processed(&self, event_type: &str, resource_type: &str, result: &str) {
+    /// One watch event processed against its workloads: `reloader_events_processed_total`, and
+    /// `reloader_reconcile_total` / `reloader_reconcile_duration_seconds` with the result that
+    /// `result` amounts to. `duration` runs from the event's arrival.
+    pub(crate) fn event_processed(
+        &self,
+        event_type: EventType,
+        resource_type: ResourceKind,
+        result: ProcessResult,
+        duration: Duration,
+    ) {
         let labels = ProcessedEventLabels {
-            event_type: event_type.to_owned(),
-            resource_type: resource_type.to_owned(),
-            result: result.to_owned(),
+            event_type: event_type.as_label(),
+            resource_type: resource_type.plural(),
+            result: result.as_label(),
         };
         self.events_processed.get_or_create(&labels).inc();
+        let reconciled = ResultLabels { result: result.reconcile_result().as_label() };
+        self.reconcile_total.get_or_create(&reconciled).inc();
+        self.reconcile_duration.get_or_create(&reconciled).observe(duration.as_secs_f64());
     }
 
-    pub fn workloads_scanned(&self, kind: &str, n: u64) {
-        self.workloads_scanned.get_or_create(&KindLabels { kind: kind.to_owned() }).inc_by(n);
+    pub(crate) fn workloads_scanned(&self, kind: WorkloadKind, n: u64) {
+        self.workloads_scanned.get_or_create(&KindLabels { kind: kind.as_str() }).inc_by(n);
     }
 
-    pub fn workloads_matched(&self, kind: &str, n: u64) {
-        self.workloads_matched.get_or_create(&KindLabels { kind: kind.to_owned() }).inc_by(n);
+    pub(crate) fn workloads_matched(&self, kind: WorkloadKind, n: u64) {
+        self.workloads_matched.get_or_create(&KindLabels { kind: kind.as_str() }).inc_by(n);
     }
 
     pub fn set_leader(&self, leader: bool) {
@@ -357,7 +370,7 @@ impl Metrics {
     pub fn set_index_sizes(&self, resources: u64, workloads: u64) {
         for (kind, n) in [("resources", resources), ("workloads", workloads)] {
             let value = i64::try_from(n).unwrap_or(i64::MAX);
-            self.index_objects.get_or_create(&KindLabels { kind: kind.to_owned() }).set(value);
+            self.index_objects.get_or_create(&KindLabels { kind }).set(value);
         }
     }
 
@@ -376,19 +389,24 @@ impl Metrics {
     }
 
     /// `reloader_notifications_total{channel, success}`; channel is e.g. `alert-slack`, `webhook`.
-    pub fn notification(&self, channel: &str, success: bool) {
-        let labels = ChannelLabels { channel: channel.to_owned(), success: bool_label(success) };
+    pub(crate) fn notification(&self, channel: NotificationChannel, success: bool) {
+        let labels = ChannelLabels { channel: channel.as_label(), success: bool_label(success) };
         self.notifications.get_or_create(&labels).inc();
     }
 
-    pub fn dry_run_write(&self, workload_kind: &str) {
-        let labels = WorkloadKindLabels { workload_kind: workload_kind.to_owned() };
+    pub(crate) fn dry_run_write(&self, workload_kind: WorkloadKind) {
+        let labels = WorkloadKindLabels { workload_kind: workload_kind.as_str() };
         self.dry_run_writes.get_or_create(&labels).inc();
     }
 
     /// One admission review answered: `operation` is CREATE/UPDATE/..., `result` what was done.
-    pub fn admission(&self, operation: &str, result: &'static str, duration: Duration) {
-        let labels = AdmissionLabels { operation: operation.to_owned(), result };
+    pub(crate) fn admission(
+        &self,
+        operation: AdmissionOperation,
+        result: AdmissionOutcome,
+        duration: Duration,
+    ) {
+        let labels = AdmissionLabels { operation: operation.as_label(), result: result.as_label() };
         self.admission_requests.get_or_create(&labels).inc();
         self.admission_duration.observe(duration.as_secs_f64());
     }
