@@ -5,6 +5,7 @@
 //! done, `observe` exposes it. `admission` and `explain` answer from the same index and rules.
 
 pub(crate) mod admission;
+pub mod args;
 pub mod controller;
 pub(crate) mod executor;
 pub mod explain;

@@ -7,10 +7,11 @@ use std::process::ExitCode;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory, Parser, Subcommand};
+use reloader_cli::args::RunArgs;
 use reloader_cli::explain::ExplainArgs;
 use reloader_cli::observe::telemetry;
 use reloader_cli::sidecar::SidecarArgs;
-use reloader_core::options::{LogFormat, Options, RunArgs};
+use reloader_core::options::{LogFormat, Options};
 
 #[derive(Parser, Debug)]
 #[command(

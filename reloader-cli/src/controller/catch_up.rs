@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use reloader_core::decide::ResourceEventKind;
 use reloader_core::model::{ReloadStrategy, ResourceKey, WorkloadKind};
-use reloader_core::workload::WorkloadView;
+use reloader_core::views::WorkloadView;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 

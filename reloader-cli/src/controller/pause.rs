@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use reloader_core::duration::parse_go_duration;
 use reloader_core::model::{WorkloadKey, WorkloadKind};
-use reloader_core::workload::WorkloadView;
+use reloader_core::views::WorkloadView;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};

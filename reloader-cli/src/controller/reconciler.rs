@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use reloader_core::decide::{DecideOptions, ResourceEventKind, SkipReason as DecideSkip};
 use reloader_core::index::ResourceChange;
-use reloader_core::model::{ResourceKey, ResourceKind, ResourceView};
+use reloader_core::model::{ResourceKey, ResourceKind};
+use reloader_core::views::ResourceView;
 use tracing::{debug, info};
 
 use super::Context;

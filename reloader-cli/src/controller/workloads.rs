@@ -14,7 +14,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::decide::annotation_problems;
 use reloader_core::model::{WorkloadKey, WorkloadKind};
-use reloader_core::workload::WorkloadView;
+use reloader_core::views::WorkloadView;
 use reloader_workload_argo::Rollout;
 use reloader_workload_openshift::DeploymentConfig;
 use serde::de::DeserializeOwned;

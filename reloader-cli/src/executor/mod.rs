@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reloader_core::annotations::AnnotationKeys;
+use reloader_core::markers::MarkerChange;
 use reloader_core::model::WorkloadKey;
-use reloader_core::workload::MarkerChange;
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::Patch;
 use reloader_core::annotations::AnnotationKeys;
+use reloader_core::markers::{MarkerAction, MarkerChange};
 use reloader_core::model::WorkloadKey;
-use reloader_core::workload::{MarkerAction, MarkerChange, PatchKind, WorkloadWrite, WriteContext};
+use reloader_core::workload::{PatchKind, WorkloadWrite, WriteContext};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 

@@ -16,10 +16,12 @@ use kube::api::{Api, DynamicObject, ListParams, ObjectList};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use reloader_core::explain::{ExplainInput, ExplainSettings, Explanation, explain, init_container_names};
-use reloader_core::model::{ResourceKey, ResourceView, WorkloadKey, WorkloadKind};
-use reloader_core::options::{NamespaceScope, Options, RunArgs};
+use reloader_core::model::{ResourceKey, WorkloadKey, WorkloadKind};
+use reloader_core::options::{NamespaceScope, Options};
+use reloader_core::views::ResourceView;
 use serde::de::DeserializeOwned;
 
+use crate::args::RunArgs;
 use crate::controller::kinds::{load, spc_pod_status_resource};
 use crate::controller::resources::{configmap_view, secret_view, spc_view};
 

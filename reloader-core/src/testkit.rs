@@ -14,11 +14,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::annotations::AnnotationKeys;
 use crate::hash::sha1;
-use crate::markers::{build_view, template_strategic_patch};
-use crate::model::{ContentHash, RefVia, ResourceKey, ResourceKind, ResourceView, WorkloadKind};
-use crate::workload::{
-    MarkerChange, PatchKind, Workload, WorkloadView, WorkloadWrite, WriteContext, WriteError,
-};
+use crate::markers::{MarkerChange, template_strategic_patch};
+use crate::model::{ContentHash, RefVia, ResourceKey, ResourceKind, WorkloadKind};
+use crate::views::{ResourceView, WorkloadView};
+use crate::workload::{PatchKind, Workload, WorkloadWrite, WriteContext, WriteError};
 
 pub const NS: &str = "default";
 pub const CM_RELOAD: &str = "configmap.reloader.stakater.com/reload";
@@ -215,7 +214,7 @@ impl TestWorkload {
     }
 
     pub fn view(&self) -> WorkloadView {
-        build_view(self, &AnnotationKeys::default())
+        Workload::view(self, &AnnotationKeys::default())
     }
 
     fn template_mut(&mut self) -> &mut PodTemplateSpec {

@@ -1,15 +1,14 @@
-//! The flags of `reloader run`, named and defaulted exactly as Stakater's (compat.md §1), plus
-//! ours. Values stay as typed here; [`RunArgs::validate`](super::RunArgs::validate) turns
-//! them into [`Options`](super::Options).
+//! The flags of `reloader run`, named and defaulted exactly as Stakater's (docs/compatibility.md
+//! §1), plus ours, and the environment variables they bind. Values stay as typed here;
+//! [`RunArgs::validate`] hands them to reloader-core, which checks them and returns [`Options`].
 //!
 //! Booleans take Go's flag syntax: `--flag` or `--flag=<bool>` (`--flag false` does not work in
 //! Go either). List flags take comma-separated values, may repeat, and accept the CSV quoting
 //! Go's flag package reads (the Helm chart quotes `--namespace-selector`).
 
 use clap::ArgAction;
-
-use super::SensitiveString;
-use crate::annotations::parse_go_bool;
+use reloader_core::annotations::parse_go_bool;
+use reloader_core::options::{ConfigError, Options, RawOptions, SensitiveString};
 
 /// Parses a Go `strconv.ParseBool` value for a boolean flag.
 fn go_bool(text: &str) -> Result<bool, String> {
@@ -254,3 +253,139 @@ pub struct RunArgs {
     #[arg(long, env = "ALERT_ADDITIONAL_INFO", hide = true)]
     pub alert_additional_info: Option<String>,
 }
+
+impl RunArgs {
+    /// Checks every value (see `RawOptions::validate`).
+    pub fn validate(self) -> Result<Options, ConfigError> {
+        RawOptions::from(self).validate()
+    }
+}
+
+impl From<RunArgs> for RawOptions {
+    fn from(args: RunArgs) -> Self {
+        // Destructured, so a flag added to one struct and not the other does not compile.
+        let RunArgs {
+            auto_reload_all,
+            configmap_annotation,
+            secret_annotation,
+            auto_annotation,
+            configmap_auto_annotation,
+            secret_auto_annotation,
+            auto_search_annotation,
+            search_match_annotation,
+            ignore_annotation,
+            pause_deployment_annotation,
+            pause_deployment_time_annotation,
+            log_format,
+            log_level,
+            webhook_url,
+            resources_to_ignore,
+            ignored_workload_types,
+            namespaces,
+            namespaces_to_ignore,
+            namespace_selector,
+            resource_label_selector,
+            is_argo_rollouts,
+            is_openshift,
+            reload_strategy,
+            reload_on_create,
+            reload_on_delete,
+            enable_ha,
+            sync_after_restart,
+            enable_pprof,
+            pprof_addr,
+            enable_csi_integration,
+            metrics_addr,
+            leader_election_id,
+            leader_election_namespace,
+            leader_election_lease_duration,
+            leader_election_renew_deadline,
+            leader_election_retry_period,
+            leader_election_release_on_cancel,
+            coalesce_period,
+            max_writes_per_second,
+            dry_run,
+            ignored_secret_types,
+            admission_webhook,
+            webhook_tls_cert,
+            webhook_tls_key,
+            webhook_addr,
+            otlp_endpoint,
+            allow_suspended_cronjobs,
+            kubernetes_namespace,
+            pod_name,
+            pod_namespace,
+            reloader_namespace,
+            reloader_deployment_name,
+            metrics_count_by_namespace,
+            alert_on_reload,
+            alert_webhook_url,
+            alert_sink,
+            alert_webhook_proxy,
+            alert_additional_info,
+        } = args;
+        RawOptions {
+            auto_reload_all,
+            configmap_annotation,
+            secret_annotation,
+            auto_annotation,
+            configmap_auto_annotation,
+            secret_auto_annotation,
+            auto_search_annotation,
+            search_match_annotation,
+            ignore_annotation,
+            pause_deployment_annotation,
+            pause_deployment_time_annotation,
+            log_format,
+            log_level,
+            webhook_url,
+            resources_to_ignore,
+            ignored_workload_types,
+            namespaces,
+            namespaces_to_ignore,
+            namespace_selector,
+            resource_label_selector,
+            is_argo_rollouts,
+            is_openshift,
+            reload_strategy,
+            reload_on_create,
+            reload_on_delete,
+            enable_ha,
+            sync_after_restart,
+            enable_pprof,
+            pprof_addr,
+            enable_csi_integration,
+            metrics_addr,
+            leader_election_id,
+            leader_election_namespace,
+            leader_election_lease_duration,
+            leader_election_renew_deadline,
+            leader_election_retry_period,
+            leader_election_release_on_cancel,
+            coalesce_period,
+            max_writes_per_second,
+            dry_run,
+            ignored_secret_types,
+            admission_webhook,
+            webhook_tls_cert,
+            webhook_tls_key,
+            webhook_addr,
+            otlp_endpoint,
+            allow_suspended_cronjobs,
+            kubernetes_namespace,
+            pod_name,
+            pod_namespace,
+            reloader_namespace,
+            reloader_deployment_name,
+            metrics_count_by_namespace,
+            alert_on_reload,
+            alert_webhook_url,
+            alert_sink,
+            alert_webhook_proxy,
+            alert_additional_info,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
