@@ -14,4 +14,3 @@ pub mod meta_info;
 pub(crate) mod notify;
 pub mod observe;
 pub mod run;
-pub mod sidecar;

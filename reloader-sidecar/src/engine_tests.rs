@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::sidecar::payload::SourceKind;
+use crate::payload::SourceKind;
 
 fn sources() -> Vec<SourceId> {
     vec![

@@ -20,7 +20,7 @@ const WRITE_RETRY_INITIAL: Duration = Duration::from_millis(500);
 const WRITE_RETRY_MAX: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Error)]
-pub enum EngineError {
+pub(crate) enum EngineError {
     #[error("every watch stopped")]
     WatchersStopped,
     #[error("timed out after {after:?} waiting for {}", missing.join(", "))]
@@ -44,18 +44,18 @@ enum Slot {
 
 /// The latest known state of every watched object, in merge order.
 #[derive(Debug)]
-pub struct Tracker {
+pub(crate) struct Tracker {
     sources: Vec<SourceId>,
     slots: Vec<Slot>,
 }
 
 impl Tracker {
-    pub fn new(sources: Vec<SourceId>) -> Self {
+    pub(crate) fn new(sources: Vec<SourceId>) -> Self {
         let slots = sources.iter().map(|_| Slot::Waiting { last_error: None }).collect();
         Self { sources, slots }
     }
 
-    pub fn apply(&mut self, event: SourceEvent) {
+    pub(crate) fn apply(&mut self, event: SourceEvent) {
         match event {
             SourceEvent::Observed { index, files: Some(files) } => {
                 if !matches!(self.slots[index], Slot::Present(_)) {
@@ -83,7 +83,7 @@ impl Tracker {
     }
 
     /// The merged files, once every object has been seen.
-    pub fn desired(&self) -> Option<(Payload, Vec<MergeWarning>)> {
+    pub(crate) fn desired(&self) -> Option<(Payload, Vec<MergeWarning>)> {
         let mut known = Vec::with_capacity(self.slots.len());
         for (id, slot) in self.sources.iter().zip(&self.slots) {
             match slot {
@@ -95,7 +95,7 @@ impl Tracker {
     }
 
     /// The objects not seen yet, with the last reason, e.g. `secret/db (not found)`.
-    pub fn missing(&self) -> Vec<String> {
+    pub(crate) fn missing(&self) -> Vec<String> {
         self.sources
             .iter()
             .zip(&self.slots)
@@ -111,7 +111,7 @@ impl Tracker {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SyncOutcome {
+pub(crate) enum SyncOutcome {
     /// Some object has not been seen yet.
     Waiting,
     /// The directory already holds the merged files.
@@ -122,8 +122,8 @@ pub enum SyncOutcome {
 }
 
 /// The tracker plus the directory, and what was last written there.
-pub struct Engine {
-    pub tracker: Tracker,
+pub(crate) struct Engine {
+    pub(crate) tracker: Tracker,
     writer: Arc<AtomicWriter>,
     metrics: Arc<Metrics>,
     /// Fingerprint of the directory's current generation; starts from what is on disk, so a
@@ -133,7 +133,7 @@ pub struct Engine {
 }
 
 impl Engine {
-    pub async fn new(tracker: Tracker, writer: AtomicWriter, metrics: Arc<Metrics>) -> Self {
+    pub(crate) async fn new(tracker: Tracker, writer: AtomicWriter, metrics: Arc<Metrics>) -> Self {
         let writer = Arc::new(writer);
         let reader = writer.clone();
         let written = match tokio::task::spawn_blocking(move || reader.current()).await {
@@ -151,7 +151,7 @@ impl Engine {
     }
 
     /// Writes the merged files if they differ from the directory's.
-    pub async fn sync(&mut self) -> SyncOutcome {
+    pub(crate) async fn sync(&mut self) -> SyncOutcome {
         let Some((payload, warnings)) = self.tracker.desired() else {
             return SyncOutcome::Waiting;
         };
@@ -185,45 +185,69 @@ impl Engine {
         }
     }
 
-    fn apply_pending(&mut self, first: SourceEvent, events: &mut mpsc::Receiver<SourceEvent>) {
+    /// Waits for the next change and applies it with every change already queued behind it.
+    async fn receive(&mut self, events: &mut mpsc::Receiver<SourceEvent>) -> Result<(), EngineError> {
+        let first = events.recv().await.ok_or(EngineError::WatchersStopped)?;
         self.tracker.apply(first);
         // Several changes already queued become one generation.
         while let Ok(event) = events.try_recv() {
             self.tracker.apply(event);
         }
+        Ok(())
+    }
+}
+
+/// When a failed write is tried again: after a growing delay, reset by a successful write.
+struct WriteRetry {
+    backoff: ExponentialBackoff,
+    at: Option<Instant>,
+}
+
+impl WriteRetry {
+    fn new() -> Self {
+        Self { backoff: ExponentialBackoff::new(WRITE_RETRY_INITIAL, WRITE_RETRY_MAX), at: None }
+    }
+
+    /// Keeps an already scheduled retry, so a stream of changes does not postpone it.
+    fn schedule(&mut self) {
+        let backoff = &mut self.backoff;
+        self.at.get_or_insert_with(|| Instant::now() + backoff.next().unwrap_or(WRITE_RETRY_MAX));
+    }
+
+    /// Completes when the scheduled retry is due; never while none is scheduled.
+    async fn due(&mut self) {
+        match self.at {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+        self.at = None;
     }
 }
 
 /// Keeps the directory in step with the objects and publishes a new generation number after
 /// every content change, until `shutdown` completes.
-pub async fn sidecar_loop(
+pub(crate) async fn sidecar_loop(
     mut engine: Engine,
     mut events: mpsc::Receiver<SourceEvent>,
     generations: watch::Sender<u64>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), EngineError> {
     let mut shutdown = std::pin::pin!(shutdown);
-    let mut retry = ExponentialBackoff::new(WRITE_RETRY_INITIAL, WRITE_RETRY_MAX);
-    let mut retry_at: Option<Instant> = None;
+    let mut retry = WriteRetry::new();
     loop {
         tokio::select! {
-            event = events.recv() => match event {
-                Some(event) => engine.apply_pending(event, &mut events),
-                None => return Err(EngineError::WatchersStopped),
-            },
-            () = sleep_until_some(retry_at) => retry_at = None,
+            received = engine.receive(&mut events) => received?,
+            () = retry.due() => {}
             () = &mut shutdown => return Ok(()),
         }
         match engine.sync().await {
             SyncOutcome::Written => {
                 generations.send_modify(|generation| *generation += 1);
                 engine.metrics.set_ready();
-                retry = ExponentialBackoff::new(WRITE_RETRY_INITIAL, WRITE_RETRY_MAX);
+                retry = WriteRetry::new();
             }
             SyncOutcome::Unchanged => engine.metrics.set_ready(),
-            SyncOutcome::Failed => {
-                retry_at.get_or_insert_with(|| Instant::now() + retry.next().unwrap_or(WRITE_RETRY_MAX));
-            }
+            SyncOutcome::Failed => retry.schedule(),
             SyncOutcome::Waiting => {}
         }
     }
@@ -231,21 +255,17 @@ pub async fn sidecar_loop(
 
 /// Waits until every object exists, writes once (unless the directory already holds the same
 /// files) and returns; fails after `timeout` naming what is missing.
-pub async fn init_loop(
+pub(crate) async fn init_loop(
     mut engine: Engine,
     mut events: mpsc::Receiver<SourceEvent>,
     timeout: Duration,
 ) -> Result<(), EngineError> {
     let deadline = Instant::now() + timeout;
-    let mut retry = ExponentialBackoff::new(WRITE_RETRY_INITIAL, WRITE_RETRY_MAX);
-    let mut retry_at: Option<Instant> = None;
+    let mut retry = WriteRetry::new();
     loop {
         tokio::select! {
-            event = events.recv() => match event {
-                Some(event) => engine.apply_pending(event, &mut events),
-                None => return Err(EngineError::WatchersStopped),
-            },
-            () = sleep_until_some(retry_at) => retry_at = None,
+            received = engine.receive(&mut events) => received?,
+            () = retry.due() => {}
             () = tokio::time::sleep_until(deadline) => {
                 return Err(match engine.last_write_error.take() {
                     Some(error) if engine.tracker.desired().is_some() => EngineError::InitWriteFailed { after: timeout, error },
@@ -255,18 +275,9 @@ pub async fn init_loop(
         }
         match engine.sync().await {
             SyncOutcome::Written | SyncOutcome::Unchanged => return Ok(()),
-            SyncOutcome::Failed => {
-                retry_at.get_or_insert_with(|| Instant::now() + retry.next().unwrap_or(WRITE_RETRY_MAX));
-            }
+            SyncOutcome::Failed => retry.schedule(),
             SyncOutcome::Waiting => {}
         }
-    }
-}
-
-async fn sleep_until_some(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 

@@ -7,14 +7,14 @@ use std::time::Duration;
 /// Doubles from `initial` up to `max`; each delay is drawn from [75 %, 100 %] of the step so that
 /// many sidecars restarted together by one API outage do not retry in lockstep.
 #[derive(Debug, Clone)]
-pub struct ExponentialBackoff {
+pub(crate) struct ExponentialBackoff {
     initial: Duration,
     max: Duration,
     next: Duration,
 }
 
 impl ExponentialBackoff {
-    pub fn new(initial: Duration, max: Duration) -> Self {
+    pub(crate) fn new(initial: Duration, max: Duration) -> Self {
         Self { initial, max, next: initial }
     }
 }

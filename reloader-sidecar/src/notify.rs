@@ -20,7 +20,7 @@ const RETRY_INITIAL: Duration = Duration::from_millis(200);
 const RETRY_MAX: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Error)]
-pub enum NotifyError {
+pub(crate) enum NotifyError {
     #[error("request failed: {0}")]
     Request(#[source] reqwest::Error),
     #[error("unexpected status {0}")]
@@ -49,7 +49,7 @@ pub enum NotifyError {
 
 /// An HTTP call with retries.
 #[derive(Debug, Clone)]
-pub struct HttpTarget {
+pub(crate) struct HttpTarget {
     client: reqwest::Client,
     method: Method,
     url: Url,
@@ -59,7 +59,7 @@ pub struct HttpTarget {
 }
 
 impl HttpTarget {
-    pub fn new(
+    pub(crate) fn new(
         method: Method,
         url: Url,
         expected: ExpectedStatus,
@@ -77,7 +77,7 @@ impl HttpTarget {
     }
 
     /// The URL without credentials or query, which may carry a token.
-    pub fn display_url(&self) -> String {
+    pub(crate) fn display_url(&self) -> String {
         let mut shown = self.url.clone();
         let _ = shown.set_username("");
         let _ = shown.set_password(None);
@@ -109,9 +109,9 @@ impl HttpTarget {
 
 /// A signal to the process whose PID the file holds when the notification is sent.
 #[derive(Debug, Clone)]
-pub struct SignalTarget {
-    pub pidfile: PathBuf,
-    pub signal: Signal,
+pub(crate) struct SignalTarget {
+    pub(crate) pidfile: PathBuf,
+    pub(crate) signal: Signal,
 }
 
 impl SignalTarget {
@@ -140,14 +140,14 @@ fn touch(path: &PathBuf) -> Result<(), NotifyError> {
 
 /// Every configured way of notifying the application.
 #[derive(Debug, Clone, Default)]
-pub struct Notifier {
-    pub http: Option<HttpTarget>,
-    pub signal: Option<SignalTarget>,
-    pub touch: Option<PathBuf>,
+pub(crate) struct Notifier {
+    pub(crate) http: Option<HttpTarget>,
+    pub(crate) signal: Option<SignalTarget>,
+    pub(crate) touch: Option<PathBuf>,
 }
 
 impl Notifier {
-    pub fn from_args(args: &SidecarArgs) -> Result<Self, reqwest::Error> {
+    pub(crate) fn from_args(args: &SidecarArgs) -> Result<Self, reqwest::Error> {
         let http = match &args.endpoint {
             Some(url) => Some(HttpTarget::new(
                 args.endpoint_method.clone(),
@@ -162,12 +162,12 @@ impl Notifier {
         Ok(Self { http, signal, touch: args.touch_file.clone() })
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.http.is_none() && self.signal.is_none() && self.touch.is_none()
     }
 
     /// Runs every configured notification once; returns whether all succeeded.
-    pub async fn notify(&self, metrics: &Metrics) -> bool {
+    pub(crate) async fn notify(&self, metrics: &Metrics) -> bool {
         let mut all_ok = true;
         if let Some(path) = &self.touch {
             let result = touch(path);
@@ -216,7 +216,7 @@ fn report<T>(
 /// Notifies once per generation the writer loop publishes. Changes that arrive while a
 /// notification (with its retries) is running are folded into one more notification afterwards,
 /// since the application reads the whole directory anyway.
-pub async fn run(notifier: Notifier, metrics: Arc<Metrics>, mut generations: watch::Receiver<u64>) {
+pub(crate) async fn run(notifier: Notifier, metrics: Arc<Metrics>, mut generations: watch::Receiver<u64>) {
     while generations.changed().await.is_ok() {
         let generation = *generations.borrow_and_update();
         tracing::debug!(generation, "notifying the application");

@@ -9,10 +9,10 @@ use reloader_core::model::ContentHash;
 
 /// One file of the target directory.
 #[derive(Clone, PartialEq, Eq)]
-pub struct FileEntry {
-    pub bytes: Vec<u8>,
+pub(crate) struct FileEntry {
+    pub(crate) bytes: Vec<u8>,
     /// Permission bits.
-    pub mode: u32,
+    pub(crate) mode: u32,
 }
 
 impl fmt::Debug for FileEntry {
@@ -23,17 +23,17 @@ impl fmt::Debug for FileEntry {
 }
 
 /// Every file of the target directory, by file name.
-pub type Payload = BTreeMap<String, FileEntry>;
+pub(crate) type Payload = BTreeMap<String, FileEntry>;
 
 /// A watched object, as named in warnings and errors.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct SourceId {
-    pub kind: SourceKind,
-    pub name: String,
+pub(crate) struct SourceId {
+    pub(crate) kind: SourceKind,
+    pub(crate) name: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SourceKind {
+pub(crate) enum SourceKind {
     ConfigMap,
     Secret,
 }
@@ -50,9 +50,9 @@ impl fmt::Display for SourceId {
 
 /// The files one object contributes.
 #[derive(Clone, PartialEq, Eq)]
-pub struct SourceFiles {
-    pub files: BTreeMap<String, Vec<u8>>,
-    pub mode: u32,
+pub(crate) struct SourceFiles {
+    pub(crate) files: BTreeMap<String, Vec<u8>>,
+    pub(crate) mode: u32,
 }
 
 impl fmt::Debug for SourceFiles {
@@ -64,7 +64,7 @@ impl fmt::Debug for SourceFiles {
 
 impl SourceFiles {
     /// `data` as UTF-8 bytes and `binaryData` as is.
-    pub fn from_configmap(cm: &ConfigMap, mode: u32) -> Self {
+    pub(crate) fn from_configmap(cm: &ConfigMap, mode: u32) -> Self {
         let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         for (key, value) in cm.data.iter().flatten() {
             files.insert(key.clone(), value.as_bytes().to_vec());
@@ -76,7 +76,7 @@ impl SourceFiles {
     }
 
     /// `data`, already decoded from base64 by the API client.
-    pub fn from_secret(secret: &Secret, mode: u32) -> Self {
+    pub(crate) fn from_secret(secret: &Secret, mode: u32) -> Self {
         let files = secret.data.iter().flatten().map(|(k, v)| (k.clone(), v.0.clone())).collect();
         Self { files, mode }
     }
@@ -84,7 +84,7 @@ impl SourceFiles {
 
 /// Something wrong with a key, reported by name (never by value).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MergeWarning {
+pub(crate) enum MergeWarning {
     /// The key cannot be a file name in the target directory.
     InvalidKey { source: SourceId, key: String },
     /// Two objects hold the key; the later one (in `--configmap` then `--secret` order) wins.
@@ -106,7 +106,7 @@ impl fmt::Display for MergeWarning {
 
 /// Whether `key` can be a file of the target directory: one path element, not `.`, and not
 /// starting with `..`, which is reserved for `..data` and the timestamped directories.
-pub fn is_valid_key(key: &str) -> bool {
+pub(crate) fn is_valid_key(key: &str) -> bool {
     !key.is_empty()
         && key.len() <= 253
         && key != "."
@@ -116,7 +116,7 @@ pub fn is_valid_key(key: &str) -> bool {
 }
 
 /// Merges the objects' files in order; a later object's key replaces an earlier one's.
-pub fn merge<'a>(
+pub(crate) fn merge<'a>(
     sources: impl IntoIterator<Item = (&'a SourceId, &'a SourceFiles)>,
 ) -> (Payload, Vec<MergeWarning>) {
     let mut payload = Payload::new();
@@ -143,7 +143,7 @@ pub fn merge<'a>(
 
 /// A hash of names, modes and contents. Each entry is `name=<mode>:<sha1 of content>`, so no value
 /// can make two different payloads join into the same string (keys hold neither `=` nor `;`).
-pub fn fingerprint(payload: &Payload) -> ContentHash {
+pub(crate) fn fingerprint(payload: &Payload) -> ContentHash {
     let entries: Vec<(&str, String)> = payload
         .iter()
         .map(|(name, entry)| {

@@ -15,14 +15,14 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum NotifyKind {
+pub(crate) enum NotifyKind {
     Http,
     Signal,
     Touch,
 }
 
 impl NotifyKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             NotifyKind::Http => "http",
             NotifyKind::Signal => "signal",
@@ -44,7 +44,7 @@ struct ObjectLabels {
 
 /// Counters shared by the watchers, the writer loop and the notifier.
 #[derive(Debug)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
     updates: Counter,
     write_errors: Counter,
@@ -92,36 +92,36 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    pub fn record_update(&self) {
+    pub(crate) fn record_update(&self) {
         self.updates.inc();
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         self.last_update.set(now.as_secs_f64());
     }
 
-    pub fn record_write_error(&self) {
+    pub(crate) fn record_write_error(&self) {
         self.write_errors.inc();
     }
 
-    pub fn record_notification(&self, kind: NotifyKind, success: bool) {
+    pub(crate) fn record_notification(&self, kind: NotifyKind, success: bool) {
         let kind = kind.as_str();
         let result = if success { "success" } else { "failure" };
         self.notifications.get_or_create(&NotificationLabels { kind, result }).inc();
     }
 
-    pub fn record_watch_error(&self, object: &str) {
+    pub(crate) fn record_watch_error(&self, object: &str) {
         self.watch_errors.get_or_create(&ObjectLabels { object: object.to_owned() }).inc();
     }
 
     /// Ready once the directory holds the objects' current content.
-    pub fn set_ready(&self) {
+    pub(crate) fn set_ready(&self) {
         self.ready.store(true, Ordering::Release);
     }
 
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
     }
 
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");
@@ -131,7 +131,7 @@ impl Metrics {
 
 /// Serves /metrics, /live and /readyz on an already bound listener, so a port conflict is
 /// reported at start-up.
-pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) -> std::io::Result<()> {
+pub(crate) async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) -> std::io::Result<()> {
     tracing::info!(addr = %listener.local_addr()?, "sidecar metrics and health endpoints listening");
     let app = Router::new()
         .route("/metrics", get(metrics_handler))

@@ -30,7 +30,7 @@ const DATA_LINK_TMP: &str = "..data_tmp";
 const GENERATION_DIR_MODE: u32 = 0o755;
 
 #[derive(Debug, Error)]
-pub enum WriteError {
+pub(crate) enum WriteError {
     #[error("cannot {action} {path}: {source}")]
     Io {
         action: &'static str,
@@ -52,21 +52,21 @@ fn io_error<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) 
 
 /// Swaps generations of files into one directory.
 #[derive(Debug, Clone)]
-pub struct AtomicWriter {
+pub(crate) struct AtomicWriter {
     dir: PathBuf,
 }
 
 impl AtomicWriter {
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
+    pub(crate) fn new(dir: impl Into<PathBuf>) -> Self {
         Self { dir: dir.into() }
     }
 
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
     /// The files of the current generation, or `None` if there is none (or it vanished).
-    pub fn current(&self) -> Result<Option<Payload>, WriteError> {
+    pub(crate) fn current(&self) -> Result<Option<Payload>, WriteError> {
         let Some(generation) = self.current_generation()? else {
             return Ok(None);
         };
@@ -93,7 +93,7 @@ impl AtomicWriter {
 
     /// Writes `payload` as the new generation, then removes keys it no longer has and the
     /// previous generation. Files outside the layout (not our symlinks) are left alone.
-    pub fn write(&self, payload: &Payload) -> Result<(), WriteError> {
+    pub(crate) fn write(&self, payload: &Payload) -> Result<(), WriteError> {
         if let Some(key) = payload.keys().find(|k| !is_valid_key(k)) {
             return Err(WriteError::InvalidKey(key.clone()));
         }

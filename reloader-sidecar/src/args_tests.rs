@@ -118,8 +118,7 @@ fn method_is_case_insensitive() {
 fn morecontainers_environment_variables() {
     let run = |extra: &[(&str, &str)]| {
         let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-        cmd.args(["--exact", "sidecar::args::tests::env_child", "--ignored", "--nocapture"])
-            .env(CHILD_MARKER, "1");
+        cmd.args(["--exact", "args::tests::env_child", "--ignored", "--nocapture"]).env(CHILD_MARKER, "1");
         for (k, v) in extra {
             cmd.env(k, v);
         }

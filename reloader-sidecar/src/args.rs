@@ -12,55 +12,55 @@ use rustix::process::Signal;
 pub struct SidecarArgs {
     /// ConfigMaps to copy, in merge order (comma-separated or repeated).
     #[arg(long = "configmap", env = "RELOADER_CONFIGMAP", value_name = "NAME", value_delimiter = ',')]
-    pub configmaps: Vec<String>,
+    pub(crate) configmaps: Vec<String>,
 
     /// Secrets to copy, merged after the ConfigMaps (comma-separated or repeated).
     #[arg(long = "secret", env = "RELOADER_SECRET", value_name = "NAME", value_delimiter = ',')]
-    pub secrets: Vec<String>,
+    pub(crate) secrets: Vec<String>,
 
     /// Directory that receives the files (created if missing).
     #[arg(long, env = "RELOADER_PATH", value_name = "DIR")]
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
 
     /// Namespace of the objects [default: the kubeconfig's or in-cluster namespace].
     #[arg(long, short = 'n', env = "POD_NAMESPACE")]
-    pub namespace: Option<String>,
+    pub(crate) namespace: Option<String>,
 
     /// Kubeconfig file [default: $KUBECONFIG, in-cluster config, then ~/.kube/config].
     #[arg(long, value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
+    pub(crate) kubeconfig: Option<PathBuf>,
 
     /// URL to call after each content change.
     #[arg(long, env = "RELOADER_ENDPOINT", value_name = "URL")]
-    pub endpoint: Option<Url>,
+    pub(crate) endpoint: Option<Url>,
 
     /// HTTP method of the notification.
     #[arg(long, default_value = "POST", value_parser = parse_method)]
-    pub endpoint_method: Method,
+    pub(crate) endpoint_method: Method,
 
     /// Status that counts as success: `2xx`-style classes or codes, comma-separated.
     #[arg(long, default_value = "2xx", value_parser = parse_expected_status)]
-    pub endpoint_expected_status: ExpectedStatus,
+    pub(crate) endpoint_expected_status: ExpectedStatus,
 
     /// Retries after a failed notification, with exponential backoff.
     #[arg(long, default_value_t = 5)]
-    pub endpoint_retries: u32,
+    pub(crate) endpoint_retries: u32,
 
     /// Timeout of one notification request (`500ms`, `10s`, `1m`).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
-    pub endpoint_timeout: Duration,
+    pub(crate) endpoint_timeout: Duration,
 
     /// File holding the PID to signal after each content change (read each time).
     #[arg(long, env = "RELOADER_PIDFILE", value_name = "FILE")]
-    pub pidfile: Option<PathBuf>,
+    pub(crate) pidfile: Option<PathBuf>,
 
     /// Signal sent to the PID in `--pidfile` (`HUP`, `SIGUSR1`, a number).
     #[arg(long, env = "RELOADER_SIGNAL", default_value = "SIGHUP", value_parser = parse_signal)]
-    pub signal: Signal,
+    pub(crate) signal: Signal,
 
     /// File created or whose mtime is updated after each content change.
     #[arg(long = "touch-file", env = "RELOADER_TOUCHFILE", value_name = "FILE")]
-    pub touch_file: Option<PathBuf>,
+    pub(crate) touch_file: Option<PathBuf>,
 
     /// Write once when every object exists, then exit (for an initContainer).
     #[arg(
@@ -72,24 +72,24 @@ pub struct SidecarArgs {
         default_value = "false",
         default_missing_value = "true",
     )]
-    pub init: bool,
+    pub(crate) init: bool,
 
     /// How long init mode waits for the objects.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
-    pub init_timeout: Duration,
+    pub(crate) init_timeout: Duration,
 
     /// Address of /metrics, /live and /readyz (`:9091`, `127.0.0.1:9091`; empty disables).
     #[arg(long, default_value = ":9091", value_parser = parse_metrics_addr)]
-    pub metrics_addr: MetricsAddr,
+    pub(crate) metrics_addr: MetricsAddr,
 
     /// Mode of files that come from ConfigMaps (octal).
     #[arg(long, default_value = "0644", value_parser = parse_mode)]
-    pub configmap_mode: u32,
+    pub(crate) configmap_mode: u32,
 
     /// Mode of files that come from Secrets (octal). 0640 keeps them private to the owner and the
     /// pod's fsGroup, which is how an application running as another user reads them.
     #[arg(long, default_value = "0640", value_parser = parse_mode)]
-    pub secret_mode: u32,
+    pub(crate) secret_mode: u32,
 }
 
 impl SidecarArgs {
@@ -115,11 +115,11 @@ fn clean_names(names: &[String]) -> Vec<String> {
 
 /// Where the metrics server listens, if anywhere.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MetricsAddr(pub Option<SocketAddr>);
+pub(crate) struct MetricsAddr(pub(crate) Option<SocketAddr>);
 
 /// Which HTTP statuses a notification accepts.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExpectedStatus(Vec<StatusRule>);
+pub(crate) struct ExpectedStatus(Vec<StatusRule>);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum StatusRule {
@@ -129,7 +129,7 @@ enum StatusRule {
 }
 
 impl ExpectedStatus {
-    pub fn matches(&self, status: StatusCode) -> bool {
+    pub(crate) fn matches(&self, status: StatusCode) -> bool {
         let code = status.as_u16();
         self.0.iter().any(|rule| match *rule {
             StatusRule::Class(class) => code / 100 == class,
@@ -140,7 +140,7 @@ impl ExpectedStatus {
 
 /// Booleans as people write them: `true/false`, `1/0`, `yes/no`, `on/off` (any case), and an
 /// empty value is false. morecontainers treated any non-empty value, `false` included, as true.
-pub fn parse_bool(s: &str) -> Result<bool, String> {
+pub(crate) fn parse_bool(s: &str) -> Result<bool, String> {
     match s.trim().to_ascii_lowercase().as_str() {
         "1" | "t" | "true" | "y" | "yes" | "on" => Ok(true),
         "" | "0" | "f" | "false" | "n" | "no" | "off" => Ok(false),
@@ -149,7 +149,7 @@ pub fn parse_bool(s: &str) -> Result<bool, String> {
 }
 
 /// `HUP`, `SIGHUP`, `sighup` or a signal number.
-pub fn parse_signal(s: &str) -> Result<Signal, String> {
+pub(crate) fn parse_signal(s: &str) -> Result<Signal, String> {
     let trimmed = s.trim();
     if let Ok(number) = trimmed.parse::<i32>() {
         return Signal::from_named_raw(number)
@@ -181,7 +181,7 @@ fn parse_method(s: &str) -> Result<Method, String> {
 }
 
 /// `2xx`, `200`, `200,204,3xx`.
-pub fn parse_expected_status(s: &str) -> Result<ExpectedStatus, String> {
+pub(crate) fn parse_expected_status(s: &str) -> Result<ExpectedStatus, String> {
     let mut rules = Vec::new();
     for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
         let lower = item.to_ascii_lowercase();
@@ -204,7 +204,7 @@ pub fn parse_expected_status(s: &str) -> Result<ExpectedStatus, String> {
 }
 
 /// `500ms`, `10s`, `2m`, `1h`, or plain seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (number, unit) = s.split_at(split);
@@ -220,7 +220,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 /// `:9091` listens on every interface; `host:port` on one; empty disables the server.
-pub fn parse_metrics_addr(s: &str) -> Result<MetricsAddr, String> {
+pub(crate) fn parse_metrics_addr(s: &str) -> Result<MetricsAddr, String> {
     let s = s.trim();
     if s.is_empty() {
         return Ok(MetricsAddr(None));
@@ -235,7 +235,7 @@ pub fn parse_metrics_addr(s: &str) -> Result<MetricsAddr, String> {
 }
 
 /// Octal file mode such as `0644` or `640`; only permission bits.
-pub fn parse_mode(s: &str) -> Result<u32, String> {
+pub(crate) fn parse_mode(s: &str) -> Result<u32, String> {
     let s = s.trim();
     let digits = s.strip_prefix("0o").unwrap_or(s);
     match u32::from_str_radix(digits, 8) {

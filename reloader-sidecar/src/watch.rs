@@ -28,7 +28,7 @@ const BACKOFF_RESET_AFTER: Duration = Duration::from_secs(30);
 
 /// What a watcher learned about its object.
 #[derive(Debug)]
-pub enum SourceEvent {
+pub(crate) enum SourceEvent {
     /// The object's current files, or `None` if it does not exist.
     Observed { index: usize, files: Option<SourceFiles> },
     /// Listing or watching failed; the watcher retries on its own.
@@ -37,13 +37,13 @@ pub enum SourceEvent {
 
 /// File modes by the kind of object the files come from.
 #[derive(Debug, Clone, Copy)]
-pub struct Modes {
-    pub configmap: u32,
-    pub secret: u32,
+pub(crate) struct Modes {
+    pub(crate) configmap: u32,
+    pub(crate) secret: u32,
 }
 
 /// Starts one watcher per source; `index` in the events is the position in `sources`.
-pub fn spawn(
+pub(crate) fn spawn(
     client: &Client,
     namespace: &str,
     sources: &[SourceId],

@@ -6,7 +6,7 @@ use axum::http::{Method as HttpMethod, StatusCode as HttpStatus};
 use axum::routing::any;
 
 use super::*;
-use crate::sidecar::args::parse_expected_status;
+use crate::args::parse_expected_status;
 
 /// A local server that answers `failures` requests with 503, then 204, and records the methods.
 struct Endpoint {
