@@ -39,7 +39,7 @@ pub(crate) enum WriteFailure {
 
 impl WriteFailure {
     /// The `reloader_errors_total{type}` label.
-    fn error_type(&self) -> ErrorType {
+    pub(super) fn error_type(&self) -> ErrorType {
         match self {
             WriteFailure::Api(kube::Error::Api(e)) if e.code == 403 => ErrorType::Forbidden,
             WriteFailure::Api(kube::Error::Api(e)) if e.code == 409 => ErrorType::Conflict,
