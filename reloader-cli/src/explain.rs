@@ -20,8 +20,8 @@ use reloader_core::model::{ResourceKey, ResourceView, WorkloadKey, WorkloadKind}
 use reloader_core::options::{NamespaceScope, Options, RunArgs};
 use serde::de::DeserializeOwned;
 
-use crate::controller::kinds::{load, spc_pod_status_resource};
-use crate::controller::resources::{configmap_view, secret_view, spc_view};
+use crate::kinds::{load, spc_pod_status_resource};
+use crate::views::{configmap_view, secret_view, spc_view};
 
 /// Explain why a workload would or would not reload when its ConfigMaps/Secrets change
 #[derive(clap::Args, Debug, Clone)]

@@ -11,8 +11,8 @@ use reloader_core::workload::{MarkerAction, MarkerChange, PatchKind, WorkloadWri
 use tracing::{error, info, warn};
 
 use super::Context;
-use super::kinds::{api_resource, load};
 use crate::alerts::ReloadNotice;
+use crate::kinds::{api_resource, load};
 
 pub const FIELD_MANAGER: &str = "Reloader";
 /// Enough, with [`conflict_pause`], to outlast a writer updating the object in a tight loop.
