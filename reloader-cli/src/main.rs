@@ -7,10 +7,11 @@ use std::process::ExitCode;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory, Parser, Subcommand};
+use reloader_cli::args::RunArgs;
 use reloader_cli::explain::ExplainArgs;
-use reloader_cli::sidecar::SidecarArgs;
-use reloader_cli::telemetry;
-use reloader_core::options::{LogFormat, Options, RunArgs};
+use reloader_cli::observe::telemetry;
+use reloader_core::options::{LogFormat, Options};
+use reloader_sidecar::SidecarArgs;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -41,7 +42,7 @@ enum Command {
 const EXIT_USAGE: u8 = 2;
 
 fn main() -> ExitCode {
-    reloader_cli::memory::limit_arenas();
+    reloader_cli::observe::memory::limit_arenas();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // --help and --version: printed to stdout, exit 0.
@@ -88,7 +89,7 @@ fn run_sidecar(args: SidecarArgs) -> ExitCode {
         Ok(guard) => guard,
         Err(error) => return usage_error(&format!("{error:#}")),
     };
-    exit_code(runtime().and_then(|rt| rt.block_on(reloader_cli::sidecar::run(args))))
+    exit_code(runtime().and_then(|rt| rt.block_on(reloader_sidecar::run(args))))
 }
 
 /// Prints the explanation on stdout; exit 2 for a bad command line, 1 when it cannot explain.

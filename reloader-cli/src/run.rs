@@ -7,16 +7,19 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
 use reloader_core::index::Index;
-use reloader_core::options::{AlertSink, Options};
+use reloader_core::options::Options;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::controller::{Context, Executor};
-use crate::events::EventPublisher;
-use crate::http::{self, Health};
+use crate::controller::Context;
+use crate::executor::{Executor, ExecutorConfig, ExecutorIo, KubeWorkloadApi};
 use crate::kinds::EnabledKinds;
 use crate::leader::{ElectionConfig, Leadership};
-use crate::metrics::Metrics;
+use crate::notify::alerts::{AlertQueue, Alerter};
+use crate::notify::events::{EventPublisher, EventSink};
+use crate::notify::webhook::WebhookNotifier;
+use crate::observe::http::{self, Health};
+use crate::observe::metrics::Metrics;
 use crate::reconcile::catch_up::{CatchUp, CatchUpConfig};
 use crate::reconcile::pause::PauseTimers;
 use crate::reconcile::scope::ScopeFilter;
@@ -24,7 +27,6 @@ use crate::reconcile::standby::{REPLAY_WINDOW, StandbyChanges};
 use crate::reconcile::{ReconcileConfig, Reconciler, ResourceNotifier, WorkQueue};
 use crate::sources::{self, SourcesConfig};
 use crate::supervise::Supervisor;
-use crate::webhook_notify::WebhookNotifier;
 
 /// How long the tasks get to finish after shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -99,8 +101,12 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     info!(kinds = %kinds, strategy = options.strategy.as_str(), "starting controller");
     let index = Arc::new(RwLock::new(Index::default()));
     let scope = ScopeFilter::new(&options.namespace_scope);
-    let events = EventPublisher::new(client.clone(), leadership.identity().to_string());
-    let alerter = alerter(&options, &metrics)?;
+    let events: Arc<dyn EventSink> =
+        Arc::new(EventPublisher::new(client.clone(), leadership.identity().to_string()));
+    let alerts: Option<Arc<dyn AlertQueue>> = match &options.alert {
+        Some(cfg) => Some(Arc::new(Alerter::new(cfg, metrics.clone())?)),
+        None => None,
+    };
     let notifier: Option<Box<dyn ResourceNotifier>> = match &options.webhook_url {
         Some(url) => {
             Some(Box::new(Arc::new(WebhookNotifier::new(url.expose().to_string(), metrics.clone())?)))
@@ -108,27 +114,43 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         None => None,
     };
 
-    // The executor: the single writer, gated by leadership.
-    let writer_context = Arc::new(Context {
-        client: client.clone(),
-        options: options.clone(),
-        index: index.clone(),
-        metrics: metrics.clone(),
-        events: events.clone(),
-        leader: leadership.subscribe(),
-        scope: scope.clone(),
-        kinds: kinds.clone(),
-        alerter,
+    // The executor: the single writer, gated by leadership. Once `shutdown` fires it finishes
+    // the writes in flight (bounded), and only then may the Lease be released.
+    let (executor, dispatch) = Executor::new(
+        ExecutorConfig {
+            coalesce_period: options.coalesce_period,
+            max_writes_per_second: options.max_writes_per_second,
+            dry_run: options.dry_run,
+            keys: options.keys.clone(),
+        },
+        ExecutorIo {
+            api: Arc::new(KubeWorkloadApi::new(client.clone())),
+            events: events.clone(),
+            alerts,
+            leader: leadership.subscribe(),
+            metrics: metrics.clone(),
+        },
+        shutdown.clone(),
+    );
+    let (executor_done, executor_finished) = tokio::sync::oneshot::channel::<()>();
+    supervisor.spawn_service("executor", async move {
+        let result = dispatch.await;
+        let _ = executor_done.send(());
+        result
     });
-    let executor = Executor::start(writer_context.clone(), shutdown.clone());
-    let queue: Arc<dyn WorkQueue> = Arc::new(executor.clone());
+    let queue: Arc<dyn WorkQueue> = Arc::new(executor);
 
-    // The admission webhook, when configured.
+    // The admission webhook, when configured: it answers from the same index and rules.
     if let Some(config) = options.admission_webhook.clone() {
-        supervisor.spawn_service(
-            "admission webhook",
-            crate::webhook::serve(writer_context.clone(), config, shutdown.clone()),
-        );
+        let state = Arc::new(Context {
+            options: options.clone(),
+            index: index.clone(),
+            metrics: metrics.clone(),
+            scope: scope.clone(),
+            kinds: kinds.clone(),
+        });
+        supervisor
+            .spawn_service("admission webhook", crate::admission::serve(state, config, shutdown.clone()));
     }
 
     // Reconcile: every watch event goes through it.
@@ -142,7 +164,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         metrics: metrics.clone(),
         queue: queue.clone(),
         notifier,
-        problems: Arc::new(events),
+        events,
         pauses: pauses.clone(),
         standby: standby.clone(),
     });
@@ -191,31 +213,14 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
 
     shutdown.cancel();
     health.set_ready(false);
-    executor.drain().await;
     drop(reconciler);
+    if tokio::time::timeout(SHUTDOWN_GRACE * 3, executor_finished).await.is_err() {
+        warn!("the executor did not finish its writes in time");
+    }
     leadership.finished().await;
     supervisor.finish(SHUTDOWN_GRACE).await;
     info!("stopped");
     result
-}
-
-/// `ALERT_ON_RELOAD` notifications, when configured.
-fn alerter(options: &Options, metrics: &Arc<Metrics>) -> anyhow::Result<Option<crate::alerts::Alerter>> {
-    let Some(cfg) = &options.alert else { return Ok(None) };
-    let sink = match cfg.sink {
-        AlertSink::Slack => "slack",
-        AlertSink::Teams => "teams",
-        AlertSink::GoogleChat => "gchat",
-        AlertSink::Raw => "raw",
-    };
-    let cfg = crate::alerts::AlertConfig::from_parts(
-        true,
-        Some(cfg.url.expose().to_string()),
-        Some(sink.to_string()),
-        cfg.proxy.as_ref().map(|p| p.expose().to_string()),
-        cfg.additional_info.clone(),
-    );
-    cfg.map(|cfg| crate::alerts::Alerter::new(cfg, metrics.clone())).transpose()
 }
 
 /// Returns when SIGTERM or Ctrl-C arrives, having started the shutdown.

@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
 
-use crate::http::Health;
+use crate::observe::http::Health;
 
 /// How a task ended.
 type Ended = (String, anyhow::Result<()>);

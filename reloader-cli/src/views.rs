@@ -7,8 +7,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{DynamicObject, ObjectMeta};
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::hash;
-use reloader_core::model::{ContentHash, ResourceKey, ResourceKind, ResourceView};
-use reloader_core::workload::WorkloadView;
+use reloader_core::model::{ContentHash, ResourceKey, ResourceKind};
+use reloader_core::views::ResourceView;
+use reloader_core::views::WorkloadView;
 
 use crate::kinds::{Loaded, ToLoaded};
 

@@ -26,9 +26,9 @@ use crate::decide::{DecideOptions, Decision, ExplicitEntry, decide, explicit_ent
 use crate::index::Index;
 use crate::json_patch::escape_pointer_token;
 use crate::markers::{Markers, annotation_marker_value};
-use crate::model::{ReloadStrategy, ResourceKey, ResourceKind, ResourceView, WorkloadKind};
+use crate::model::{ReloadStrategy, ResourceKey, ResourceKind, WorkloadKind};
 use crate::naming::env_var_name;
-use crate::workload::WorkloadView;
+use crate::views::{ResourceView, WorkloadView};
 
 /// Objects carrying this label with the value [`OPT_OUT_VALUE`] are never mutated.
 pub const OPT_OUT_LABEL: &str = "reloader.stakater.com/webhook";

@@ -7,8 +7,6 @@
 mod explicit;
 mod problems;
 #[cfg(test)]
-pub(crate) mod testkit;
-#[cfg(test)]
 mod tests;
 
 pub use explicit::{ExplicitEntry, explicit_entries, list_matches};
@@ -16,9 +14,10 @@ pub use problems::{AnnotationProblem, AnnotationSource, annotation_problems};
 
 use crate::annotations::{ReloadAnnotations, kind_index, parse_go_bool, split_list};
 use crate::hash::DELETE_MARKER_HASH;
-use crate::model::{ContentHash, ReloadStrategy, ResourceKind, ResourceView};
+use crate::markers::{MarkerAction, MarkerChange};
+use crate::model::{ContentHash, ReloadStrategy, ResourceKind};
 use crate::references::{marker_container, references_resource};
-use crate::workload::{MarkerAction, MarkerChange, WorkloadView};
+use crate::views::{ResourceView, WorkloadView};
 
 /// The options that change decisions.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

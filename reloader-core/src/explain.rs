@@ -26,8 +26,9 @@ use crate::decide::{
     AnnotationProblem, AnnotationSource, DecideOptions, Decision, ExplicitEntry, annotation_problems, decide,
     effective_rules, explicit_entries,
 };
-use crate::model::{ContainerRef, ContentHash, RefVia, ResourceKey, ResourceKind, ResourceView};
-use crate::workload::{Workload, WorkloadView};
+use crate::model::{ContainerRef, ContentHash, RefVia, ResourceKey, ResourceKind};
+use crate::views::{ResourceView, WorkloadView};
+use crate::workload::Workload;
 
 const KINDS: [ResourceKind; 3] =
     [ResourceKind::ConfigMap, ResourceKind::Secret, ResourceKind::SecretProviderClass];

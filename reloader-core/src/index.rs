@@ -21,8 +21,9 @@ use std::hash::{Hash, Hasher};
 use crate::annotations::{ReloadAnnotations, kind_index};
 use crate::decide::{DecideOptions, ExplicitEntry, ResourceEventKind, SkipReason, explicit_entries, plan};
 use crate::hash::DELETE_MARKER_HASH;
-use crate::model::{ContentHash, ResourceKey, ResourceKind, ResourceView, WorkloadKey};
-use crate::workload::{MarkerChange, WorkloadView};
+use crate::markers::MarkerChange;
+use crate::model::{ContentHash, ResourceKey, ResourceKind, WorkloadKey};
+use crate::views::{ResourceView, WorkloadView};
 
 /// What `upsert_resource` changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,8 +10,7 @@ use k8s_openapi::api::core::v1::{EnvVar, PodTemplateSpec};
 use serde_json::{Value, json};
 
 use crate::annotations::AnnotationKeys;
-use crate::markers::apply_to_template;
-use crate::workload::MarkerChange;
+use crate::markers::{MarkerChange, apply_to_template};
 
 /// Escapes one reference token of a JSON pointer (RFC 6901: `~` → `~0`, `/` → `~1`).
 pub fn escape_pointer_token(token: &str) -> Cow<'_, str> {

@@ -3,13 +3,15 @@
 //! - [`hash`]: Stakater-compatible content hashes and [`naming`]: the env-var marker names.
 //! - [`annotations`]: the annotation keys and how their values parse.
 //! - [`references`]: which ConfigMaps/Secrets a pod spec uses, and which container gets the marker.
-//! - [`model`]: the compact, data-free views of resources and workloads.
+//! - [`model`]: the vocabulary: kinds, keys, content hashes and references.
+//! - [`views`]: the compact, data-free views of resources and workloads, and how one is built.
 //! - [`decide`]: compat.md §4 as a function from (workload, resource, options) to a decision.
 //! - [`explain`]: why a workload would or would not reload, for `reloader explain`.
+//! - [`markers`]: the markers a workload carries and the changes a reload makes to them.
 //! - [`workload`]: the trait a backend implements to turn a decision into a write.
 //! - [`index`]: the state kept from watches, with the reverse index resource → workloads.
 //! - [`admission`]: the markers the admission webhook keeps on re-apply and stamps on create.
-//! - [`options`]: the command line and environment, typed and validated.
+//! - [`options`]: the settings of `reloader run` and their validation (the binary parses them).
 //! - [`selector`] and [`duration`]: label selectors and Go-style durations.
 
 pub mod admission;
@@ -26,4 +28,7 @@ pub mod naming;
 pub mod options;
 pub mod references;
 pub mod selector;
+#[cfg(test)]
+mod testkit;
+pub mod views;
 pub mod workload;

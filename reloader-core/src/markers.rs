@@ -1,15 +1,14 @@
 //! Markers: the env var or pod-template annotation that records what a workload last reloaded
-//! for. Reading them from a template, and applying marker changes to a template.
+//! for. Reading them from a template, the changes a reload makes to them, and applying those
+//! changes to a template.
 
 use k8s_openapi::api::core::v1::{EnvVar, PodTemplateSpec};
 use serde_json::{Value, json};
 
-use crate::annotations::{AnnotationKeys, ReloadAnnotations};
+use crate::annotations::AnnotationKeys;
 use crate::hash::DELETE_MARKER_HASH;
-use crate::model::{ContentHash, ReloadStrategy, ResourceKey, ResourceKind, WorkloadKey};
+use crate::model::{ContentHash, ReloadStrategy, ResourceKey, ResourceKind};
 use crate::naming::env_var_name;
-use crate::references::discover_references;
-use crate::workload::{MarkerAction, MarkerChange, Workload, WorkloadView};
 
 const ENV_PREFIX: &str = "STAKATER_";
 
@@ -33,6 +32,25 @@ pub struct AnnotationMarker {
 pub struct Markers {
     pub env: Vec<EnvMarker>,
     pub annotation: Option<AnnotationMarker>,
+}
+
+/// What to do to a workload's markers for one resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MarkerAction {
+    /// Record `hash` (update, create, and delete under the annotations strategy).
+    Set(ContentHash),
+    /// Remove the env-var marker (delete under the env-vars strategy).
+    Remove,
+}
+
+/// One marker change a reload applies. Several changes to one workload make one write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkerChange {
+    pub resource: ResourceKey,
+    pub action: MarkerAction,
+    pub strategy: ReloadStrategy,
+    /// Index of the regular container that gets the env-var marker.
+    pub container: u16,
 }
 
 impl Markers {
@@ -130,37 +148,6 @@ pub fn parse_annotation_marker(value: &str) -> Option<AnnotationMarker> {
         resource: ResourceKey::new(kind, v.get("namespace")?.as_str()?, v.get("name")?.as_str()?),
         hash: ContentHash::from_hex(v.get("hash")?.as_str()?)?,
     })
-}
-
-/// Builds the compact view of any workload (the provided `Workload::view`).
-pub fn build_view<W: Workload + ?Sized>(w: &W, keys: &AnnotationKeys) -> WorkloadView {
-    let meta = w.metadata();
-    let template = w.pod_template();
-    let annotations = meta.annotations.as_ref();
-    let get = |k: &str| annotations.and_then(|a| a.get(k)).map(|v| Box::<str>::from(v.as_str()));
-    let template_annotations =
-        template.and_then(|t| t.metadata.as_ref()).and_then(|m| m.annotations.as_ref());
-    let spec = template.and_then(|t| t.spec.as_ref());
-    WorkloadView {
-        key: WorkloadKey::new(
-            w.kind(),
-            meta.namespace.as_deref().unwrap_or_default(),
-            meta.name.as_deref().unwrap_or_default(),
-        ),
-        metadata_rules: ReloadAnnotations::from_map(annotations, keys),
-        template_rules: ReloadAnnotations::from_map(template_annotations, keys),
-        references: spec.map(discover_references).unwrap_or_default(),
-        containers: spec
-            .map(|s| s.containers.iter().map(|c| c.name.as_str().into()).collect())
-            .unwrap_or_default(),
-        markers: template.map(|t| Markers::read(t, keys)).unwrap_or_default(),
-        has_template: template.is_some(),
-        suspended: w.suspended(),
-        paused: w.paused(),
-        pause_period: get(&keys.pause_period),
-        paused_at: get(&keys.paused_at),
-        restart_strategy: get(&keys.rollout_strategy).is_some_and(|s| s.trim() == "restart"),
-    }
 }
 
 /// Applies marker changes to a pod template in place. Returns whether anything changed.

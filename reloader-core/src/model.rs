@@ -1,4 +1,4 @@
-//! Compact views: what the index keeps about resources and workloads. No data, no managedFields.
+//! The vocabulary: resource and workload kinds, their keys, content hashes and references.
 
 use std::fmt;
 
@@ -157,17 +157,6 @@ impl fmt::Display for ResourceKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
     }
-}
-
-/// What the index keeps of a ConfigMap/Secret/SecretProviderClass: no data at all.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResourceView {
-    pub key: ResourceKey,
-    pub hash: ContentHash,
-    /// The resource carries the match annotation with the exact value `"true"`.
-    pub matched: bool,
-    /// The resource carries the ignore annotation with the exact value `"true"`.
-    pub ignored: bool,
 }
 
 /// Identifies a workload.

@@ -1,13 +1,14 @@
 //! The command line and environment, typed and validated.
 //!
-//! [`RunArgs`] is what clap reads (compat.md §1 and §2, plus our flags); [`RunArgs::validate`]
-//! checks every value before anything talks to a cluster and returns [`Options`], or one
-//! [`ConfigError`] naming the flag and the bad value. `Options` serializes to the JSON of the
+//! [`RawOptions`] is the text of every flag and setting (compat.md §1 and §2, plus our flags), as
+//! the binary's command line reads it; [`RawOptions::validate`] checks every value before
+//! anything talks to a cluster and returns [`Options`], or one [`ConfigError`] naming the flag
+//! and the bad value. `Options` serializes to the JSON of the
 //! meta-info ConfigMap's `reloaderOptions` key.
 
-mod args;
 mod fields;
 mod meta_info;
+mod raw;
 #[cfg(test)]
 mod settings_tests;
 #[cfg(test)]
@@ -20,7 +21,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use args::RunArgs;
+pub use raw::RawOptions;
 pub use values::{AlertSink, LogFormat, LogLevel, SensitiveString, parse_listen_addr, split_flag_list};
 
 use crate::annotations::AnnotationKeys;

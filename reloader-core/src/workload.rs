@@ -4,56 +4,10 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::annotations::{AnnotationKeys, ReloadAnnotations};
-use crate::markers::Markers;
-use crate::model::{ContentHash, Reference, ReloadStrategy, ResourceKey, WorkloadKey, WorkloadKind};
-
-/// Everything the index keeps about one workload: enough to decide, nothing more.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkloadView {
-    pub key: WorkloadKey,
-    /// Reloader annotations on the workload's own metadata.
-    pub metadata_rules: ReloadAnnotations,
-    /// Reloader annotations on the pod template (the fallback of compat.md §4.3 step 1).
-    pub template_rules: ReloadAnnotations,
-    /// Every ConfigMap/Secret/SecretProviderClass the pod spec uses.
-    pub references: Vec<Reference>,
-    /// Names of the regular containers, in order (the marker goes on one of them).
-    pub containers: Vec<Box<str>>,
-    /// The markers the pod template carries now.
-    pub markers: Markers,
-    /// False for kinds without an inline pod template (a `workloadRef` Rollout).
-    pub has_template: bool,
-    /// A suspended CronJob.
-    pub suspended: bool,
-    /// `spec.paused` (Deployments, Rollouts).
-    pub paused: bool,
-    /// The raw pause-period annotation (Deployments only), parsed when used.
-    pub pause_period: Option<Box<str>>,
-    /// The raw paused-at annotation (RFC 3339), written by reloader when it paused the workload.
-    pub paused_at: Option<Box<str>>,
-    /// Argo Rollouts `rollout-strategy: restart`.
-    pub restart_strategy: bool,
-}
-
-/// What to do to a workload's markers for one resource.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MarkerAction {
-    /// Record `hash` (update, create, and delete under the annotations strategy).
-    Set(ContentHash),
-    /// Remove the env-var marker (delete under the env-vars strategy).
-    Remove,
-}
-
-/// One marker change a reload applies. Several changes to one workload make one write.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MarkerChange {
-    pub resource: ResourceKey,
-    pub action: MarkerAction,
-    pub strategy: ReloadStrategy,
-    /// Index of the regular container that gets the env-var marker.
-    pub container: u16,
-}
+use crate::annotations::AnnotationKeys;
+use crate::markers::MarkerChange;
+use crate::model::{WorkloadKey, WorkloadKind};
+use crate::views::{WorkloadParts, WorkloadView, build_view};
 
 /// Which patch format a patch body is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,9 +67,20 @@ pub trait Workload {
         false
     }
 
+    /// What the view is built from (an override of `view` starts from these too).
+    fn view_parts(&self) -> WorkloadParts<'_> {
+        WorkloadParts {
+            kind: self.kind(),
+            metadata: self.metadata(),
+            template: self.pod_template(),
+            suspended: self.suspended(),
+            paused: self.paused(),
+        }
+    }
+
     /// The compact view the index keeps.
     fn view(&self, keys: &AnnotationKeys) -> WorkloadView {
-        crate::markers::build_view(self, keys)
+        build_view(self.view_parts(), keys)
     }
 
     /// The write that applies `changes` (all for this workload), or `None` if the workload

@@ -28,7 +28,7 @@ use tracing::{debug, info, warn};
 
 pub use lock::{CasLeaseLock, ElectionLock};
 
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 
 /// Consecutive failed rounds between two warnings while the Lease API is unreachable.
 const WARN_EVERY_FAILURES: u32 = 10;

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{ElectionConfig, ElectionLock, Leadership};
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 
 const LEASE: Duration = Duration::from_secs(4);
 const RENEW: Duration = Duration::from_secs(3);

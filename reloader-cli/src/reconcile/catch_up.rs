@@ -11,16 +11,16 @@ use reloader_core::decide::{DecideOptions, ResourceEventKind};
 use reloader_core::index::Index;
 use reloader_core::model::{ReloadStrategy, ResourceKey, WorkloadKind};
 use reloader_core::options::Options;
-use reloader_core::workload::WorkloadView;
+use reloader_core::views::WorkloadView;
 use tokio::sync::watch;
 use tracing::info;
 
 use super::WorkQueue;
 use super::scope::ScopeFilter;
 use super::standby::StandbyChanges;
-use crate::controller::Work;
-use crate::http::Health;
-use crate::metrics::Metrics;
+use crate::executor::Work;
+use crate::observe::http::Health;
+use crate::observe::metrics::Metrics;
 use crate::sources::Synced;
 
 /// The options the catch-up sweep uses.
@@ -67,7 +67,7 @@ impl CatchUp {
             elapsed = ?started.elapsed(),
             "caches synced; ready"
         );
-        crate::memory::release_free_memory();
+        crate::observe::memory::release_free_memory();
         self.health.set_ready(true);
 
         loop {
@@ -94,7 +94,7 @@ pub(crate) fn sweep(
     index: &Index,
     scope: &ScopeFilter,
     config: &CatchUpConfig,
-    seen_as_standby: Vec<(reloader_core::model::ResourceView, ResourceEventKind)>,
+    seen_as_standby: Vec<(reloader_core::views::ResourceView, ResourceEventKind)>,
     queue: &dyn WorkQueue,
     now: Instant,
 ) -> (usize, usize) {

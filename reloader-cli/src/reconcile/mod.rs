@@ -15,22 +15,24 @@ use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use reloader_core::annotations::AnnotationKeys;
-use reloader_core::decide::{DecideOptions, ResourceEventKind, annotation_problems};
+use reloader_core::decide::{
+    DecideOptions, ResourceEventKind, SkipReason as DecideSkip, annotation_problems,
+};
 use reloader_core::index::{Index, ResourceChange};
-use reloader_core::model::{ResourceKey, ResourceKind, ResourceView, WorkloadKey, WorkloadKind};
+use reloader_core::model::{ResourceKey, ResourceKind, WorkloadKey, WorkloadKind};
 use reloader_core::options::Options;
-use reloader_core::workload::WorkloadView;
+use reloader_core::views::{ResourceView, WorkloadView};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use self::pause::PauseTimers;
 use self::scope::ScopeFilter;
 use self::standby::StandbyChanges;
-use crate::controller::{Executor, Work};
-use crate::events::EventPublisher;
-use crate::metrics::Metrics;
+use crate::executor::{Executor, Work};
+use crate::notify::events::{EventReason, EventSink};
+use crate::notify::webhook::{ResourceNotice, WebhookNotifier};
+use crate::observe::metrics::{EventType, Metrics, ProcessResult, SkipReason};
 use crate::sources::Phase;
-use crate::webhook_notify::{ResourceNotice, WebhookNotifier};
 
 /// Where reconcile, catch-up and the pause timers send writes (the executor).
 pub(crate) trait WorkQueue: Send + Sync {
@@ -41,18 +43,6 @@ pub(crate) trait WorkQueue: Send + Sync {
 impl WorkQueue for Executor {
     fn enqueue(&self, workload: WorkloadKey, work: Work, event_at: Instant) {
         Executor::enqueue(self, workload, work, event_at);
-    }
-}
-
-/// Reports a workload's annotation problems (an `InvalidAnnotation` Event). Fire and forget.
-pub(crate) trait ProblemReporter: Send + Sync {
-    fn annotation_problem(&self, workload: WorkloadKey, message: String);
-}
-
-impl ProblemReporter for EventPublisher {
-    fn annotation_problem(&self, workload: WorkloadKey, message: String) {
-        let events = self.clone();
-        tokio::spawn(async move { events.annotation_problem(&workload, &message).await });
     }
 }
 
@@ -102,7 +92,8 @@ pub(crate) struct Reconciler {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) queue: Arc<dyn WorkQueue>,
     pub(crate) notifier: Option<Box<dyn ResourceNotifier>>,
-    pub(crate) problems: Arc<dyn ProblemReporter>,
+    /// Where `InvalidAnnotation` Events go.
+    pub(crate) events: Arc<dyn EventSink>,
     pub(crate) pauses: PauseTimers,
     /// Changes seen while not leading, for the promotion catch-up.
     pub(crate) standby: Arc<StandbyChanges>,
@@ -111,11 +102,11 @@ pub(crate) struct Reconciler {
 impl Reconciler {
     pub(crate) fn resource_applied(&self, view: ResourceView, phase: Phase) {
         let received = Instant::now();
-        let resource_type = view.key.kind.plural();
+        let resource_type = view.key.kind;
         let change = self.index.write().expect("index lock").upsert_resource(view.clone());
         let event_type = match change {
-            ResourceChange::Created => "create",
-            _ => "update",
+            ResourceChange::Created => EventType::Create,
+            _ => EventType::Update,
         };
         if phase == Phase::Live {
             self.metrics.event_received(event_type, resource_type);
@@ -132,7 +123,12 @@ impl Reconciler {
         };
         let Some(event) = event else {
             if phase == Phase::Live {
-                self.metrics.event_processed(event_type, resource_type, "no_content_change");
+                self.metrics.event_processed(
+                    event_type,
+                    resource_type,
+                    ProcessResult::NoContentChange,
+                    received.elapsed(),
+                );
             }
             return;
         };
@@ -141,10 +137,15 @@ impl Reconciler {
 
     pub(crate) fn resource_deleted(&self, view: ResourceView) {
         let received = Instant::now();
-        self.metrics.event_received("delete", view.key.kind.plural());
+        self.metrics.event_received(EventType::Delete, view.key.kind);
         let removed = self.index.write().expect("index lock").remove_resource(&view.key);
         if !self.config.reload_on_delete {
-            self.metrics.event_processed("delete", view.key.kind.plural(), "reload_on_delete_disabled");
+            self.metrics.event_processed(
+                EventType::Delete,
+                view.key.kind,
+                ProcessResult::ReloadOnDeleteDisabled,
+                received.elapsed(),
+            );
             return;
         }
         // The last known flags (ignore/match) decide, as for any other event.
@@ -202,7 +203,8 @@ impl Reconciler {
                 warn!(workload = %key, %problem, "annotation problem");
             }
             let message = problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("; ");
-            self.problems.annotation_problem(key, message);
+            let events = self.events.clone();
+            tokio::spawn(async move { events.publish(&key, EventReason::InvalidAnnotation, &message).await });
         }
     }
 
@@ -232,54 +234,57 @@ impl Reconciler {
     }
 
     fn dispatch(&self, view: &ResourceView, event: ResourceEventKind, received: Instant) {
-        let (event_type, resource_type) = (event_label(event), view.key.kind.plural());
+        let (event_type, resource_type) = (EventType::from(event), view.key.kind);
         if !self.scope.contains(&view.key.namespace) {
-            self.metrics.skipped("namespace_out_of_scope");
-            self.metrics.event_processed(event_type, resource_type, "namespace_out_of_scope");
+            self.metrics.skipped(SkipReason::NamespaceOutOfScope);
+            let result = ProcessResult::NamespaceOutOfScope;
+            self.metrics.event_processed(event_type, resource_type, result, received.elapsed());
             return;
         }
         if view.ignored {
-            self.metrics.skipped("resource_ignored");
-            self.metrics.event_processed(event_type, resource_type, "ignored");
+            self.metrics.skipped(SkipReason::Decision(DecideSkip::ResourceIgnored));
+            self.metrics.event_processed(
+                event_type,
+                resource_type,
+                ProcessResult::Ignored,
+                received.elapsed(),
+            );
             return;
         }
         if let Some(notifier) = &self.notifier {
             if *self.leader.borrow() {
                 notifier.notify(ResourceNotice {
-                    event: event_label(event),
+                    event: event_type,
                     kind: view.key.kind.to_string(),
                     namespace: view.key.namespace.to_string(),
                     name: view.key.name.to_string(),
                     hash: view.hash.to_hex(),
                 });
             }
-            self.metrics.event_processed(event_type, resource_type, "webhook");
+            self.metrics.event_processed(
+                event_type,
+                resource_type,
+                ProcessResult::Webhook,
+                received.elapsed(),
+            );
             return;
         }
         self.standby.record_unless_leading(&self.leader, view, event);
         let plans = self.index.read().expect("index lock").plan_changes(view, event, &self.config.decide);
         let mut matched = 0u64;
         for (workload, plan) in &plans {
-            self.metrics.workloads_scanned(workload.kind.as_str(), 1);
+            self.metrics.workloads_scanned(workload.kind, 1);
             match plan {
                 Ok(change) => {
                     matched += 1;
-                    self.metrics.workloads_matched(workload.kind.as_str(), 1);
+                    self.metrics.workloads_matched(workload.kind, 1);
                     debug!(%workload, resource = %view.key, "queueing reload");
                     self.queue.enqueue(workload.clone(), Work::Reload(vec![change.clone()]), received);
                 }
-                Err(reason) => self.metrics.skipped(reason.as_label()),
+                Err(reason) => self.metrics.skipped(SkipReason::Decision(*reason)),
             }
         }
-        let result = if matched > 0 { "queued" } else { "no_match" };
-        self.metrics.event_processed(event_type, resource_type, result);
-    }
-}
-
-fn event_label(event: ResourceEventKind) -> &'static str {
-    match event {
-        ResourceEventKind::Created => "create",
-        ResourceEventKind::Updated => "update",
-        ResourceEventKind::Deleted => "delete",
+        let result = if matched > 0 { ProcessResult::Queued } else { ProcessResult::NoMatch };
+        self.metrics.event_processed(event_type, resource_type, result, received.elapsed());
     }
 }

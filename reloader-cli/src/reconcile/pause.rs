@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 
 use reloader_core::duration::parse_go_duration;
 use reloader_core::model::{WorkloadKey, WorkloadKind};
-use reloader_core::workload::WorkloadView;
+use reloader_core::views::WorkloadView;
 use tokio::sync::{Notify, watch};
 use tracing::{info, warn};
 
 use super::WorkQueue;
-use crate::controller::Work;
+use crate::executor::Work;
 
 /// If a resume was queued but the watch still shows the workload paused, try again after this.
 const RESUME_RETRY: Duration = Duration::from_secs(10);

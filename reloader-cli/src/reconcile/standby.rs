@@ -10,7 +10,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use reloader_core::decide::ResourceEventKind;
-use reloader_core::model::{ResourceKey, ResourceView};
+use reloader_core::model::ResourceKey;
+use reloader_core::views::ResourceView;
 use tokio::sync::watch;
 
 /// Changes older than this at promotion were the previous leader's to apply.

@@ -11,7 +11,7 @@ use kube::runtime::watcher;
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
-use crate::metrics::Metrics;
+use crate::observe::metrics::{ErrorType, Metrics};
 
 /// Where an applied object came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,7 +79,7 @@ pub(crate) async fn index_watch<K, T>(
             Ok(watcher::Event::Delete(object)) => target.delete(object),
             Err(e) => {
                 warn!(watch, error = %e, "watch failed; retrying with backoff");
-                metrics.error("watch");
+                metrics.error(ErrorType::Watch);
             }
         }
     }

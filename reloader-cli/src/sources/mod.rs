@@ -20,7 +20,7 @@ use reloader_core::selector::LabelSelector;
 pub(crate) use glue::{Phase, Synced};
 
 use crate::kinds::EnabledKinds;
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 use crate::reconcile::Reconciler;
 use crate::reconcile::scope::ScopeFilter;
 

@@ -15,7 +15,7 @@ use tracing::info;
 
 use super::Watch;
 use super::glue::{IndexTarget, Phase, index_watch};
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 use crate::reconcile::scope::ScopeFilter;
 
 pub(super) fn watch(

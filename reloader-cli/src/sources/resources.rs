@@ -11,15 +11,16 @@ use kube::api::{Api, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use reloader_core::annotations::AnnotationKeys;
-use reloader_core::model::{ResourceKey, ResourceKind, ResourceView};
+use reloader_core::model::{ResourceKey, ResourceKind};
 use reloader_core::options::IgnoredResources;
+use reloader_core::views::ResourceView;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use super::glue::{IndexTarget, Phase, index_watch};
 use super::{SourcesConfig, Watch, api_for, watch_config, watch_name};
 use crate::kinds::spc_pod_status_resource;
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 use crate::reconcile::Reconciler;
 use crate::views::{configmap_view, secret_view, spc_view};
 

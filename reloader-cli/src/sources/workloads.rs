@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use super::glue::{IndexTarget, Phase, index_watch};
 use super::{Watch, api_for, watch_config, watch_name};
 use crate::kinds::ToLoaded;
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 use crate::reconcile::Reconciler;
 use crate::views::watched_workload_view;
 

@@ -2,8 +2,8 @@ use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::decide::testkit::TestWorkload;
 use crate::model::ContentHash;
+use crate::testkit::TestWorkload;
 
 const NS: &str = "shop";
 const NOW: i64 = 1_723_000_000;

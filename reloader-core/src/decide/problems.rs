@@ -9,7 +9,7 @@ use crate::annotations::{AnnotationKeys, ReloadAnnotations, kind_index};
 use crate::duration::{DurationError, parse_go_duration};
 use crate::model::{ResourceKind, WorkloadKind};
 use crate::naming::env_var_name;
-use crate::workload::WorkloadView;
+use crate::views::WorkloadView;
 
 const KINDS: [ResourceKind; 3] =
     [ResourceKind::ConfigMap, ResourceKind::Secret, ResourceKind::SecretProviderClass];

@@ -5,9 +5,9 @@ mod decisions;
 mod plans;
 mod problems;
 
-use super::testkit::*;
 use super::*;
 use crate::model::{RefVia, WorkloadKind};
+use crate::testkit::*;
 
 use RefVia::{EnvFrom, EnvValueFrom, Projected, Volume};
 use ResourceKind::{ConfigMap, Secret};

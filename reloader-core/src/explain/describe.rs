@@ -6,9 +6,9 @@ use super::{ExplainSettings, RulesInEffect, rules_in_effect};
 use crate::annotations::{AnnotationKeys, kind_index, parse_go_bool, split_list};
 use crate::decide::{Rule, SkipReason, effective_rules, explicit_entries};
 use crate::duration::parse_go_duration;
-use crate::model::{ReloadStrategy, ResourceKey, ResourceKind, ResourceView, WorkloadKind};
+use crate::model::{ReloadStrategy, ResourceKey, ResourceKind, WorkloadKind};
 use crate::naming::env_var_name;
-use crate::workload::WorkloadView;
+use crate::views::{ResourceView, WorkloadView};
 
 /// "on the workload" / "on the pod template": where the rules for `kind` are read.
 fn location(view: &WorkloadView, kind: ResourceKind) -> &'static str {

@@ -7,7 +7,7 @@ use crate::hash::DELETE_MARKER_HASH;
 use crate::markers::{AnnotationMarker, EnvMarker};
 use crate::model::{ContentHash, ReloadStrategy, ResourceKey};
 use crate::naming::env_var_name;
-use crate::workload::WorkloadView;
+use crate::views::WorkloadView;
 
 pub(super) fn marker_summary(
     view: &WorkloadView,

@@ -4,8 +4,8 @@ mod cases;
 mod text;
 
 use super::*;
-use crate::decide::testkit::*;
 use crate::model::{ReloadStrategy, WorkloadKind};
+use crate::testkit::*;
 
 use RefVia::{EnvFrom, Volume};
 
@@ -14,7 +14,7 @@ fn explained_with(
     resources: &[ResourceView],
     settings: &ExplainSettings,
 ) -> Explanation {
-    let view = crate::markers::build_view(workload, &settings.keys);
+    let view = crate::workload::Workload::view(workload, &settings.keys);
     let init_containers = init_container_names(workload);
     explain(&ExplainInput { workload: &view, init_containers: &init_containers, resources, settings })
 }

@@ -1,9 +1,8 @@
 use super::*;
 use crate::annotations::AnnotationKeys;
-use crate::decide::testkit::*;
-use crate::markers::{annotation_marker_value, apply_to_template};
+use crate::markers::{MarkerAction, annotation_marker_value, apply_to_template};
 use crate::model::{RefVia, ReloadStrategy, WorkloadKind};
-use crate::workload::MarkerAction;
+use crate::testkit::*;
 
 use RefVia::{EnvFrom, Volume};
 

@@ -4,8 +4,8 @@ use serde_json::{Value, json};
 use super::*;
 use crate::annotations::LAST_RELOADED_FROM;
 use crate::hash::DELETE_MARKER_HASH;
+use crate::markers::{MarkerAction, MarkerChange};
 use crate::model::{ContentHash, ReloadStrategy, ResourceKey, ResourceKind};
-use crate::workload::{MarkerAction, MarkerChange};
 
 const NOW: i64 = 1_723_000_000;
 const H1: ContentHash = ContentHash([0x11; 20]);

@@ -1,92 +1,78 @@
 //! Each group of settings, parsed and validated end to end.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
-use super::tests::{META, options};
+use super::tests::{Edit, options, raw, with_meta_info};
 use super::*;
 
 #[test]
 fn warnings() {
-    let cases: &[(&[&str], &str)] = &[
-        (&["--log-format=xml"], r#"unsupported --log-format "xml"; logging as text"#),
-        (&["--sync-after-restart"], "--sync-after-restart has no effect without --reload-on-create=true"),
+    let cases: &[(Edit, &str)] = &[
+        (|r| r.log_format = "xml".into(), r#"unsupported --log-format "xml"; logging as text"#),
         (
-            &["--namespaces=a", "--namespaces-to-ignore=b"],
+            |r| r.sync_after_restart = true,
+            "--sync-after-restart has no effect without --reload-on-create=true",
+        ),
+        (
+            |r| {
+                r.namespaces = vec!["a".into()];
+                r.namespaces_to_ignore = vec!["b".into()];
+            },
             "--namespaces-to-ignore is only honoured when watching all namespaces; ignoring it",
         ),
         (
-            &["--kubernetes-namespace=a", "--namespace-selector=x=y"],
+            |r| {
+                r.kubernetes_namespace = Some("a".into());
+                r.namespace_selector = vec!["x=y".into()];
+            },
             "--namespace-selector is only honoured when watching all namespaces; ignoring it",
         ),
         (
-            &["--webhook-tls-cert=/c"],
+            |r| r.webhook_tls_cert = Some("/c".into()),
             "--webhook-tls-cert/--webhook-tls-key have no effect without --admission-webhook",
         ),
-        (&["--alert-on-reload=yes"], r#"ALERT_ON_RELOAD="yes" is not a boolean; alerts are off"#),
         (
-            &["--alert-on-reload=true"],
+            |r| r.alert_on_reload = Some("yes".into()),
+            r#"ALERT_ON_RELOAD="yes" is not a boolean; alerts are off"#,
+        ),
+        (
+            |r| r.alert_on_reload = Some("true".into()),
             "ALERT_ON_RELOAD is true but ALERT_WEBHOOK_URL is not set; alerts are off",
         ),
     ];
-    for (flags, expected) in cases {
-        let mut all = flags.to_vec();
-        all.push(META);
-        let o = options(&all);
-        assert_eq!(o.warnings, [*expected], "{flags:?}");
+    for (edit, expected) in cases {
+        let mut raw = raw(*edit);
+        with_meta_info(&mut raw);
+        let o = raw.validate().unwrap();
+        assert_eq!(o.warnings, [*expected]);
     }
-    assert_eq!(options(&["--log-format=json", META]).log_format, LogFormat::Json);
-    assert_eq!(options(&["--log-format=xml", META]).log_format, LogFormat::Text);
-}
-
-#[test]
-fn list_flags_split_repeat_and_unquote() {
-    let o = options(&[
-        "--ignored-workload-types=jobs",
-        "--ignored-workload-types= CronJobs ,",
-        "--namespaces-to-ignore=kube-system,kube-public",
-        "--namespaces-to-ignore=kube-system",
-        // The Helm chart wraps the namespace selector in double quotes.
-        r#"--namespace-selector="env in (a,b),team:ops""#,
-        "--resource-label-selector=reloader:*",
-        "--resource-label-selector=tier in (web",
-        "--resource-label-selector=db)",
-        "--resources-to-ignore=Secrets",
-        "--ignored-secret-types=helm.sh/release.v1,kubernetes.io/service-account-token",
-    ]);
-    assert_eq!(o.ignored_workloads, BTreeSet::from([WorkloadKind::Job, WorkloadKind::CronJob]));
-    let NamespaceScope::All { ignore, selector } = &o.namespace_scope else {
-        panic!("{:?}", o.namespace_scope)
-    };
-    assert_eq!(ignore, &["kube-system", "kube-public"]);
-    assert_eq!(selector.as_ref().unwrap().to_string(), "env in (a,b),team=ops");
-    assert_eq!(o.resource_label_selector.as_ref().unwrap().to_string(), "reloader,tier in (db,web)");
-    assert_eq!(o.ignored_resources, IgnoredResources::Secrets);
-    assert!(!o.watches_resource(ResourceKind::Secret));
-    assert!(o.watches_resource(ResourceKind::ConfigMap));
-    assert!(!o.watches_resource(ResourceKind::SecretProviderClass));
-    assert_eq!(o.ignored_secret_types.len(), 2);
-
-    // An empty value switches the default exclusion off.
-    assert!(options(&["--ignored-secret-types="]).ignored_secret_types.is_empty());
-    // Repeating the same type is not "both".
-    assert_eq!(
-        options(&["--resources-to-ignore=configmaps,ConfigMaps"]).ignored_resources,
-        IgnoredResources::ConfigMaps
-    );
+    assert_eq!(options(|r| r.log_format = "json".into()).log_format, LogFormat::Json);
+    assert_eq!(options(|r| r.log_format = "xml".into()).log_format, LogFormat::Text);
 }
 
 #[test]
 fn namespace_scope_precedence() {
     let only = |names: &[&str]| NamespaceScope::Only(names.iter().map(|n| n.to_string()).collect());
-    let cases: &[(&[&str], NamespaceScope)] = &[
-        (&["--namespaces=b,a,b", "--kubernetes-namespace=c"], only(&["b", "a"])),
-        (&["--kubernetes-namespace=c"], only(&["c"])),
-        (&["--kubernetes-namespace= "], NamespaceScope::All { ignore: vec![], selector: None }),
-        (&["--namespaces-to-ignore=x"], NamespaceScope::All { ignore: vec!["x".into()], selector: None }),
+    let cases: &[(Edit, NamespaceScope)] = &[
+        (
+            |r| {
+                r.namespaces = vec!["b,a,b".into()];
+                r.kubernetes_namespace = Some("c".into());
+            },
+            only(&["b", "a"]),
+        ),
+        (|r| r.kubernetes_namespace = Some("c".into()), only(&["c"])),
+        (
+            |r| r.kubernetes_namespace = Some(" ".into()),
+            NamespaceScope::All { ignore: vec![], selector: None },
+        ),
+        (
+            |r| r.namespaces_to_ignore = vec!["x".into()],
+            NamespaceScope::All { ignore: vec!["x".into()], selector: None },
+        ),
     ];
-    for (flags, expected) in cases {
-        assert_eq!(&options(flags).namespace_scope, expected, "{flags:?}");
+    for (row, (edit, expected)) in cases.iter().enumerate() {
+        assert_eq!(&options(*edit).namespace_scope, expected, "row {row}");
     }
     assert!(only(&["a"]).includes_name("a") && !only(&["a"]).includes_name("b"));
     let all = NamespaceScope::All { ignore: vec!["x".into()], selector: None };
@@ -95,15 +81,15 @@ fn namespace_scope_precedence() {
 
 #[test]
 fn leader_election_settings() {
-    let o = options(&[
-        "--enable-ha",
-        "--pod-name=reloader-0",
-        "--pod-namespace=ops",
-        "--leader-election-lease-duration=30s",
-        "--leader-election-renew-deadline=20s",
-        "--leader-election-retry-period=500ms",
-        "--leader-election-release-on-cancel=false",
-    ]);
+    let o = options(|r| {
+        r.enable_ha = true;
+        r.pod_name = Some("reloader-0".into());
+        r.pod_namespace = Some("ops".into());
+        r.leader_election_lease_duration = "30s".into();
+        r.leader_election_renew_deadline = "20s".into();
+        r.leader_election_retry_period = "500ms".into();
+        r.leader_election_release_on_cancel = false;
+    });
     assert_eq!(o.pod_name.as_deref(), Some("reloader-0"));
     assert_eq!(
         o.leader_election,
@@ -116,30 +102,34 @@ fn leader_election_settings() {
             release_on_cancel: false,
         })
     );
-    let elsewhere =
-        options(&["--enable-ha", "--pod-name=r", "--pod-namespace=ops", "--leader-election-namespace=locks"]);
+    let elsewhere = options(|r| {
+        r.enable_ha = true;
+        r.pod_name = Some("r".into());
+        r.pod_namespace = Some("ops".into());
+        r.leader_election_namespace = Some("locks".into());
+    });
     assert_eq!(elsewhere.leader_election.unwrap().namespace, "locks");
     // POD_NAME names the pod (Events, logs) even without leader election.
-    assert_eq!(options(&["--pod-name=reloader-0"]).pod_name.as_deref(), Some("reloader-0"));
+    assert_eq!(options(|r| r.pod_name = Some("reloader-0".into())).pod_name.as_deref(), Some("reloader-0"));
 }
 
 #[test]
 fn extension_settings() {
-    let o = options(&[
-        "--coalesce-period=1m30s",
-        "--max-writes-per-second=0",
-        "--dry-run",
-        "--admission-webhook",
-        "--webhook-tls-cert=/tls/tls.crt",
-        "--webhook-tls-key=/tls/tls.key",
-        "--otlp-endpoint=http://collector:4318",
-        "--allow-suspended-cronjobs",
-        "--metrics-addr=127.0.0.1:19090",
-        "--enable-pprof",
-        "--is-openshift=false",
-        "--enable-csi-integration",
-        "--reload-strategy=annotations",
-    ]);
+    let o = options(|r| {
+        r.coalesce_period = "1m30s".into();
+        r.max_writes_per_second = 0.0;
+        r.dry_run = true;
+        r.admission_webhook = true;
+        r.webhook_tls_cert = Some("/tls/tls.crt".into());
+        r.webhook_tls_key = Some("/tls/tls.key".into());
+        r.otlp_endpoint = Some("http://collector:4318".into());
+        r.allow_suspended_cronjobs = true;
+        r.metrics_addr = "127.0.0.1:19090".into();
+        r.enable_pprof = true;
+        r.is_openshift = "false".into();
+        r.enable_csi_integration = true;
+        r.reload_strategy = "annotations".into();
+    });
     assert_eq!(o.coalesce_period, Duration::from_secs(90));
     assert_eq!(o.max_writes_per_second, 0.0);
     assert!(o.dry_run && o.allow_suspended_cronjobs && o.enable_csi_integration);
@@ -150,22 +140,22 @@ fn extension_settings() {
     assert_eq!(o.metrics_addr, "127.0.0.1:19090".parse().unwrap());
     assert_eq!(o.pprof_addr, Some("0.0.0.0:6060".parse().unwrap()));
     assert_eq!(o.openshift, Some(false));
-    assert_eq!(options(&["--is-openshift"]).openshift, Some(true));
+    assert_eq!(options(|r| r.is_openshift = "true".into()).openshift, Some(true));
     assert_eq!(o.decide_options().strategy, ReloadStrategy::Annotations);
 }
 
 #[test]
 fn environment_settings() {
-    let o = options(&[
-        "--metrics-count-by-namespace=enabled",
-        "--alert-on-reload=true",
-        "--alert-webhook-url= https://hooks.slack.com/services/T/B/token ",
-        "--alert-sink=Slack",
-        "--alert-webhook-proxy=http://proxy:3128",
-        "--alert-additional-info=prod-eu",
-        "--reloader-namespace=ops",
-        "--reloader-deployment-name=reloader",
-    ]);
+    let o = options(|r| {
+        r.metrics_count_by_namespace = Some("enabled".into());
+        r.alert_on_reload = Some("true".into());
+        r.alert_webhook_url = Some(SensitiveString::new(" https://hooks.slack.com/services/T/B/token "));
+        r.alert_sink = Some("Slack".into());
+        r.alert_webhook_proxy = Some(SensitiveString::new("http://proxy:3128"));
+        r.alert_additional_info = Some("prod-eu".into());
+        r.reloader_namespace = Some("ops".into());
+        r.reloader_deployment_name = Some("reloader".into());
+    });
     assert!(o.metrics_count_by_namespace);
     let alert = o.alert.as_ref().unwrap();
     assert_eq!(alert.sink, AlertSink::Slack);
@@ -178,23 +168,23 @@ fn environment_settings() {
     );
     assert!(o.warnings.is_empty(), "{:?}", o.warnings);
     assert!(!format!("{o:?}").contains("token"), "Debug leaks the alert URL");
-    assert!(!options(&["--metrics-count-by-namespace=true"]).metrics_count_by_namespace);
-    assert_eq!(options(&[META]).meta_info.unwrap().deployment_name, None);
+    assert!(!options(|r| r.metrics_count_by_namespace = Some("true".into())).metrics_count_by_namespace);
+    assert_eq!(options(with_meta_info).meta_info.unwrap().deployment_name, None);
 }
 
 #[test]
 fn meta_info_json() {
-    let o = options(&[
-        "--webhook-url=https://hooks.example.com/services/secret-token",
-        "--alert-on-reload=true",
-        "--alert-webhook-url=https://alerts.example.com/other-token",
-        "--resources-to-ignore=secrets",
-        "--ignored-workload-types=cronjobs,jobs",
-        "--namespace-selector=team:ops",
-        "--namespaces-to-ignore=kube-system",
-        "--is-Argo-Rollouts=true",
-        "--coalesce-period=2s",
-    ]);
+    let o = options(|r| {
+        r.webhook_url = SensitiveString::new("https://hooks.example.com/services/secret-token");
+        r.alert_on_reload = Some("true".into());
+        r.alert_webhook_url = Some(SensitiveString::new("https://alerts.example.com/other-token"));
+        r.resources_to_ignore = vec!["secrets".into()];
+        r.ignored_workload_types = vec!["cronjobs,jobs".into()];
+        r.namespace_selector = vec!["team:ops".into()];
+        r.namespaces_to_ignore = vec!["kube-system".into()];
+        r.is_argo_rollouts = "true".into();
+        r.coalesce_period = "2s".into();
+    });
     let json = serde_json::to_value(&o).unwrap();
     let text = json.to_string();
     assert!(!text.contains("token"), "{text}");

@@ -1,4 +1,4 @@
-//! [`RunArgs::validate`]: from flag text to [`Options`], one check per flag.
+//! [`RawOptions::validate`]: from flag text to [`Options`], one check per flag.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,13 +10,13 @@ use super::fields::{
 use super::values::{addrs_overlap, is_http_url};
 use super::{
     AdmissionWebhook, AlertConfig, AlertSink, ConfigError, LeaderElection, LogLevel, MetaInfoTarget,
-    NamespaceScope, Options, RunArgs, SensitiveString,
+    NamespaceScope, Options, RawOptions, SensitiveString,
 };
 use crate::annotations::{AnnotationKeys, parse_go_bool};
 use crate::model::ReloadStrategy;
 use crate::selector::{check_dns_label, check_dns_subdomain, check_qualified_name};
 
-impl RunArgs {
+impl RawOptions {
     /// Checks every value; the first problem is returned as a one-line [`ConfigError`].
     pub fn validate(self) -> Result<Options, ConfigError> {
         let mut warnings = Vec::new();

@@ -3,10 +3,10 @@
 use k8s_openapi::api::core::v1::{CSIVolumeSource, ConfigMapVolumeSource, Volume};
 
 use super::*;
-use crate::decide::testkit::{TestWorkload, deployment};
 use crate::model::ContainerRef::{Init, Regular};
 use crate::model::RefVia::{Csi, EnvFrom, EnvValueFrom, Projected, Volume as Vol};
 use crate::model::ResourceKind::{ConfigMap, Secret, SecretProviderClass};
+use crate::testkit::{TestWorkload, deployment};
 
 fn spec_of(workload: &TestWorkload) -> &PodSpec {
     workload.template().spec.as_ref().expect("test templates have a pod spec")

@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::duration::parse_go_duration;
 use reloader_core::model::WorkloadKind;
-use reloader_core::workload::WorkloadView;
+use reloader_core::views::WorkloadView;
 
 /// When a Deployment that reloader paused is due to resume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,11 +3,9 @@ use std::time::{Duration, SystemTime};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use reloader_core::annotations::{AnnotationKeys, LAST_RELOADED_FROM};
 use reloader_core::hash::DELETE_MARKER_HASH;
-use reloader_core::markers::annotation_marker_value;
+use reloader_core::markers::{MarkerAction, MarkerChange, annotation_marker_value};
 use reloader_core::model::{ContentHash, ReloadStrategy, ResourceKey, ResourceKind, WorkloadKind};
-use reloader_core::workload::{
-    MarkerAction, MarkerChange, PatchKind, Workload, WorkloadWrite, WriteContext, WriteError,
-};
+use reloader_core::workload::{PatchKind, Workload, WorkloadWrite, WriteContext, WriteError};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 

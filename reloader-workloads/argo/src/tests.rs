@@ -1,12 +1,10 @@
 use reloader_core::annotations::{AnnotationKeys, LAST_RELOADED_FROM};
 use reloader_core::hash::DELETE_MARKER_HASH;
-use reloader_core::markers::annotation_marker_value;
+use reloader_core::markers::{MarkerAction, MarkerChange, annotation_marker_value};
 use reloader_core::model::{
     ContentHash, ReloadStrategy, ResourceKey, ResourceKind, WorkloadKey, WorkloadKind,
 };
-use reloader_core::workload::{
-    MarkerAction, MarkerChange, PatchKind, Workload, WorkloadWrite, WriteContext, WriteError,
-};
+use reloader_core::workload::{PatchKind, Workload, WorkloadWrite, WriteContext, WriteError};
 use serde_json::{Map, Value, json};
 
 use crate::{API_VERSION, GROUP, KIND, PLURAL, Rollout, VERSION};

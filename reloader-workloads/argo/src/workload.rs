@@ -6,13 +6,14 @@ use reloader_core::annotations::AnnotationKeys;
 use reloader_core::hash::DELETE_MARKER_HASH;
 use reloader_core::json_patch::template_json_patch;
 use reloader_core::markers::{
-    AnnotationMarker, EnvMarker, Markers, annotation_marker_value, build_view, parse_annotation_marker,
+    AnnotationMarker, EnvMarker, MarkerAction, MarkerChange, Markers, annotation_marker_value,
+    parse_annotation_marker,
 };
 use reloader_core::model::WorkloadKind;
 use reloader_core::naming::env_var_name;
+use reloader_core::views::{WorkloadView, build_view};
 use reloader_core::workload::{
-    MarkerAction, MarkerChange, PatchKind, Workload, WorkloadView, WorkloadWrite, WriteContext, WriteError,
-    checked_template,
+    PatchKind, Workload, WorkloadWrite, WriteContext, WriteError, checked_template,
 };
 use serde_json::json;
 
@@ -41,7 +42,7 @@ impl Workload for Rollout {
     /// The provided view, except that a `restart` Rollout's markers include what its own
     /// metadata records (its template never changes, so that is where restarts are recorded).
     fn view(&self, keys: &AnnotationKeys) -> WorkloadView {
-        let mut view = build_view(self, keys);
+        let mut view = build_view(self.view_parts(), keys);
         if view.restart_strategy
             && let Some(recorded) = self.restart_record(keys)
         {

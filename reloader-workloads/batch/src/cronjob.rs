@@ -3,11 +3,9 @@
 use k8s_openapi::api::batch::v1::{CronJob, Job, JobSpec};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use reloader_core::markers::apply_to_template;
+use reloader_core::markers::{MarkerAction, MarkerChange, apply_to_template};
 use reloader_core::model::{ReloadStrategy, WorkloadKind};
-use reloader_core::workload::{
-    MarkerAction, MarkerChange, Workload, WorkloadWrite, WriteContext, WriteError, checked_template,
-};
+use reloader_core::workload::{Workload, WorkloadWrite, WriteContext, WriteError, checked_template};
 
 /// Marks a Job as started by hand rather than by the schedule (the CronJob controller and
 /// `kubectl create job --from=cronjob/...` use the same annotation).

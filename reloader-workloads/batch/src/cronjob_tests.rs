@@ -1,8 +1,9 @@
 use k8s_openapi::api::batch::v1::CronJob;
 use reloader_core::annotations::{AnnotationKeys, LAST_RELOADED_FROM};
 use reloader_core::hash::DELETE_MARKER_HASH;
+use reloader_core::markers::MarkerChange;
 use reloader_core::model::{ReloadStrategy, WorkloadKey, WorkloadKind};
-use reloader_core::workload::{MarkerChange, Workload, WorkloadWrite, WriteError};
+use reloader_core::workload::{Workload, WorkloadWrite, WriteError};
 use serde_json::{Value, json};
 
 use crate::CronJobWorkload;

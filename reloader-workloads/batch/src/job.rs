@@ -5,11 +5,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use reloader_core::markers::apply_to_template;
+use reloader_core::markers::{MarkerChange, apply_to_template};
 use reloader_core::model::WorkloadKind;
-use reloader_core::workload::{
-    MarkerChange, Workload, WorkloadWrite, WriteContext, WriteError, checked_template,
-};
+use reloader_core::workload::{Workload, WorkloadWrite, WriteContext, WriteError, checked_template};
 
 /// Labels the Job controller sets from the old Job's uid and name; the new Job gets its own.
 pub const SERVER_SET_JOB_LABELS: [&str; 4] =

@@ -1,9 +1,9 @@
 //! Shared fixtures of the batch tests.
 
 use reloader_core::annotations::AnnotationKeys;
-use reloader_core::markers::annotation_marker_value;
+use reloader_core::markers::{MarkerAction, MarkerChange, annotation_marker_value};
 use reloader_core::model::{ContentHash, ReloadStrategy, ResourceKey, ResourceKind};
-use reloader_core::workload::{MarkerAction, MarkerChange, WriteContext};
+use reloader_core::workload::WriteContext;
 
 pub const NOW_UNIX: i64 = 1_723_000_000;
 pub const H1: ContentHash = ContentHash([0x11; 20]);

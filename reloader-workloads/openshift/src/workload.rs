@@ -3,9 +3,10 @@
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use reloader_core::json_patch::template_json_patch;
+use reloader_core::markers::MarkerChange;
 use reloader_core::model::WorkloadKind;
 use reloader_core::workload::{
-    MarkerChange, PatchKind, Workload, WorkloadWrite, WriteContext, WriteError, checked_template,
+    PatchKind, Workload, WorkloadWrite, WriteContext, WriteError, checked_template,
 };
 
 use crate::DeploymentConfig;

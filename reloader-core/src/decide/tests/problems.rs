@@ -98,7 +98,7 @@ fn problems_name_configured_keys() {
     let keys = AnnotationKeys { configmap_reload: "example.com/reload".into(), ..AnnotationKeys::default() };
     let mut workload = deployment("web");
     workload.deployment.metadata.annotations = Some([("example.com/reload".into(), "(".into())].into());
-    let view = crate::markers::build_view(&workload, &keys);
+    let view = crate::workload::Workload::view(&workload, &keys);
     let problems = annotation_problems(&view, &keys);
     let [AnnotationProblem::InvalidEntry { key, .. }] = &problems[..] else {
         panic!("want one invalid entry, got {problems:?}")

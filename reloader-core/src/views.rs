@@ -1,0 +1,98 @@
+//! Compact views: what the index keeps about resources and workloads (no data, no
+//! managedFields), and how a workload object becomes one.
+//!
+//! Views sit above the vocabulary (`model`), the annotation rules and the markers, and below
+//! everything that reads them (`decide`, `index`, `explain`, `admission`) and the `Workload`
+//! trait, whose provided `view` calls [`build_view`]. `build_view` takes the object's parts
+//! rather than a `Workload`, so this module does not depend on the trait that depends on it.
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::annotations::{AnnotationKeys, ReloadAnnotations};
+use crate::markers::Markers;
+use crate::model::{ContentHash, Reference, ResourceKey, WorkloadKey, WorkloadKind};
+use crate::references::discover_references;
+
+/// What the index keeps of a ConfigMap/Secret/SecretProviderClass: no data at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceView {
+    pub key: ResourceKey,
+    pub hash: ContentHash,
+    /// The resource carries the match annotation with the exact value `"true"`.
+    pub matched: bool,
+    /// The resource carries the ignore annotation with the exact value `"true"`.
+    pub ignored: bool,
+}
+
+/// Everything the index keeps about one workload: enough to decide, nothing more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadView {
+    pub key: WorkloadKey,
+    /// Reloader annotations on the workload's own metadata.
+    pub metadata_rules: ReloadAnnotations,
+    /// Reloader annotations on the pod template (the fallback of compat.md §4.3 step 1).
+    pub template_rules: ReloadAnnotations,
+    /// Every ConfigMap/Secret/SecretProviderClass the pod spec uses.
+    pub references: Vec<Reference>,
+    /// Names of the regular containers, in order (the marker goes on one of them).
+    pub containers: Vec<Box<str>>,
+    /// The markers the pod template carries now.
+    pub markers: Markers,
+    /// False for kinds without an inline pod template (a `workloadRef` Rollout).
+    pub has_template: bool,
+    /// A suspended CronJob.
+    pub suspended: bool,
+    /// `spec.paused` (Deployments, Rollouts).
+    pub paused: bool,
+    /// The raw pause-period annotation (Deployments only), parsed when used.
+    pub pause_period: Option<Box<str>>,
+    /// The raw paused-at annotation (RFC 3339), written by reloader when it paused the workload.
+    pub paused_at: Option<Box<str>>,
+    /// Argo Rollouts `rollout-strategy: restart`.
+    pub restart_strategy: bool,
+}
+
+/// The parts of a workload object a view is built from; `Workload::view_parts` gathers them.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkloadParts<'a> {
+    pub kind: WorkloadKind,
+    pub metadata: &'a ObjectMeta,
+    /// `None` for a kind instance without an inline pod template (a `workloadRef` Rollout).
+    pub template: Option<&'a PodTemplateSpec>,
+    pub suspended: bool,
+    pub paused: bool,
+}
+
+/// Builds the compact view of any workload (what the provided `Workload::view` returns).
+pub fn build_view(parts: WorkloadParts<'_>, keys: &AnnotationKeys) -> WorkloadView {
+    let WorkloadParts { kind, metadata: meta, template, suspended, paused } = parts;
+    let annotations = meta.annotations.as_ref();
+    let get = |k: &str| annotations.and_then(|a| a.get(k)).map(|v| Box::<str>::from(v.as_str()));
+    let template_annotations =
+        template.and_then(|t| t.metadata.as_ref()).and_then(|m| m.annotations.as_ref());
+    let spec = template.and_then(|t| t.spec.as_ref());
+    WorkloadView {
+        key: WorkloadKey::new(
+            kind,
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default(),
+        ),
+        metadata_rules: ReloadAnnotations::from_map(annotations, keys),
+        template_rules: ReloadAnnotations::from_map(template_annotations, keys),
+        references: spec.map(discover_references).unwrap_or_default(),
+        containers: spec
+            .map(|s| s.containers.iter().map(|c| c.name.as_str().into()).collect())
+            .unwrap_or_default(),
+        markers: template.map(|t| Markers::read(t, keys)).unwrap_or_default(),
+        has_template: template.is_some(),
+        suspended,
+        paused,
+        pause_period: get(&keys.pause_period),
+        paused_at: get(&keys.paused_at),
+        restart_strategy: get(&keys.rollout_strategy).is_some_and(|s| s.trim() == "restart"),
+    }
+}
+
+#[cfg(test)]
+mod tests;
