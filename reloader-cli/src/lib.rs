@@ -1,16 +1,23 @@
-//! The reloader binary's library: everything that talks to a cluster, wired by `main.rs`.
+//! The reloader binary's library: everything that talks to a cluster, wired by `run.rs`.
 //!
-//! The flow, stage by stage: the controller's watches fill the index and decide which workloads
-//! need a reload, the `executor` writes (the only module that does), `notify` reports what was
-//! done, `observe` exposes it. `admission` and `explain` answer from the same index and rules.
+//! The flow, stage by stage: `sources` (the watches) feed `reconcile`, which keeps the index and
+//! asks the core's `decide` which workloads need a reload; the `executor` writes (the only module
+//! that does), gated by `leader`; `notify` reports what was done, `observe` exposes it;
+//! `supervise` owns every task. `admission` and `explain` answer from the same index, `kinds`
+//! registry and `views`.
 
 pub(crate) mod admission;
 pub mod args;
-pub mod controller;
+mod controller;
 pub(crate) mod executor;
 pub mod explain;
+pub mod kinds;
 pub mod leader;
 pub mod meta_info;
 pub(crate) mod notify;
 pub mod observe;
+mod reconcile;
 pub mod run;
+mod sources;
+mod supervise;
+mod views;

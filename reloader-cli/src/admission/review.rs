@@ -2,8 +2,6 @@
 //! markers (reloader_core::admission). Reads the index, never the API server; every answer
 //! allows the write, with a patch or without.
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::core::gvk::GroupVersionKind;
@@ -11,12 +9,6 @@ use reloader_core::admission::{opted_out, preserve_markers, stamp_markers};
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::model::WorkloadKind;
 use reloader_core::views::WorkloadView;
-use reloader_core::workload::Workload;
-use reloader_workload_apps::AppsWorkload;
-use reloader_workload_argo::Rollout;
-use reloader_workload_batch::{CronJobWorkload, JobWorkload};
-use reloader_workload_openshift::DeploymentConfig;
-use serde::Deserialize;
 use serde_json::Value;
 use tracing::{debug, info, warn};
 
@@ -107,17 +99,7 @@ fn operations(
 
 /// The kinds reloader rolls, by the group and kind the API server names.
 fn workload_kind(gvk: &GroupVersionKind) -> Option<WorkloadKind> {
-    let kind = match (gvk.group.as_str(), gvk.kind.as_str()) {
-        ("apps", "Deployment") => WorkloadKind::Deployment,
-        ("apps", "DaemonSet") => WorkloadKind::DaemonSet,
-        ("apps", "StatefulSet") => WorkloadKind::StatefulSet,
-        ("batch", "CronJob") => WorkloadKind::CronJob,
-        ("batch", "Job") => WorkloadKind::Job,
-        ("argoproj.io", "Rollout") => WorkloadKind::Rollout,
-        ("apps.openshift.io", "DeploymentConfig") => WorkloadKind::DeploymentConfig,
-        _ => return None,
-    };
-    Some(kind)
+    crate::kinds::by_group_kind(&gvk.group, &gvk.kind)
 }
 
 /// `fieldManager` of the UPDATE/PATCH options, when the client set one.
@@ -131,15 +113,7 @@ fn view_of(
     object: &Value,
     keys: &AnnotationKeys,
 ) -> Result<WorkloadView, serde_json::Error> {
-    Ok(match kind {
-        WorkloadKind::Deployment => AppsWorkload(&Deployment::deserialize(object)?).view(keys),
-        WorkloadKind::DaemonSet => AppsWorkload(&DaemonSet::deserialize(object)?).view(keys),
-        WorkloadKind::StatefulSet => AppsWorkload(&StatefulSet::deserialize(object)?).view(keys),
-        WorkloadKind::CronJob => CronJobWorkload(&CronJob::deserialize(object)?).view(keys),
-        WorkloadKind::Job => JobWorkload(&Job::deserialize(object)?).view(keys),
-        WorkloadKind::Rollout => Rollout::deserialize(object)?.view(keys),
-        WorkloadKind::DeploymentConfig => DeploymentConfig::deserialize(object)?.view(keys),
-    })
+    Ok(crate::views::workload_view(&crate::kinds::Loaded::from_json(kind, object)?, keys))
 }
 
 #[cfg(test)]

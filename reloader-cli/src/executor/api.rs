@@ -8,7 +8,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use reloader_core::model::WorkloadKey;
 use serde_json::Value;
 
-use crate::controller::kinds::{Loaded, api_resource, load};
+use crate::kinds::{Loaded, api_resource, load};
 
 /// The field manager of every write, so writes are attributed and the admission webhook can
 /// recognise (and let pass) its own controller's patches.

@@ -22,8 +22,8 @@ use reloader_core::views::ResourceView;
 use serde::de::DeserializeOwned;
 
 use crate::args::RunArgs;
-use crate::controller::kinds::{load, spc_pod_status_resource};
-use crate::controller::resources::{configmap_view, secret_view, spc_view};
+use crate::kinds::{load, spc_pod_status_resource};
+use crate::views::{configmap_view, secret_view, spc_view};
 
 /// Explain why a workload would or would not reload when its ConfigMaps/Secrets change
 #[derive(clap::Args, Debug, Clone)]

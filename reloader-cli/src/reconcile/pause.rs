@@ -8,37 +8,26 @@ use std::time::{Duration, Instant};
 use reloader_core::duration::parse_go_duration;
 use reloader_core::model::{WorkloadKey, WorkloadKind};
 use reloader_core::views::WorkloadView;
-use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
+use tokio::sync::{Notify, watch};
 use tracing::{info, warn};
 
-use super::Context;
-use crate::executor::{Executor, Work};
+use super::WorkQueue;
+use crate::executor::Work;
 
 /// If a resume was queued but the watch still shows the workload paused, try again after this.
 const RESUME_RETRY: Duration = Duration::from_secs(10);
 
-#[derive(Clone)]
-pub struct PauseTimers {
+/// The resume deadlines, shared by the reconciler (which records them from the workload views)
+/// and the timer task (which queues the resumes).
+#[derive(Clone, Default)]
+pub(crate) struct PauseTimers {
     deadlines: Arc<Mutex<HashMap<WorkloadKey, Instant>>>,
     wake: Arc<Notify>,
 }
 
 impl PauseTimers {
-    pub fn start(ctx: Arc<Context>, executor: Executor, shutdown: CancellationToken) -> Self {
-        let timers = PauseTimers { deadlines: Arc::default(), wake: Arc::new(Notify::new()) };
-        let task = timers.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = shutdown.cancelled() => {}
-                _ = task.run(ctx, executor) => {}
-            }
-        });
-        timers
-    }
-
     /// Records (or clears) the resume deadline of a workload from its current view.
-    pub fn observe(&self, view: &WorkloadView) {
+    pub(crate) fn observe(&self, view: &WorkloadView) {
         let deadline = if view.key.kind == WorkloadKind::Deployment { resume_deadline(view) } else { None };
         let mut deadlines = self.deadlines.lock().expect("pause lock");
         match deadline {
@@ -53,32 +42,36 @@ impl PauseTimers {
         }
     }
 
-    pub fn forget(&self, key: &WorkloadKey) {
+    pub(crate) fn forget(&self, key: &WorkloadKey) {
         self.deadlines.lock().expect("pause lock").remove(key);
     }
 
-    async fn run(&self, ctx: Arc<Context>, executor: Executor) {
-        let mut leader = ctx.leader.clone();
+    /// Queues the resumes that are due (only while leading); returns the next deadline.
+    fn resume_due(&self, leading: bool, now: Instant, queue: &dyn WorkQueue) -> Option<Instant> {
+        let mut deadlines = self.deadlines.lock().expect("pause lock");
+        if leading {
+            for (key, at) in deadlines.iter_mut().filter(|(_, at)| **at <= now) {
+                info!(workload = %key, "pause period over; resuming");
+                queue.enqueue(key.clone(), Work::Resume, now);
+                *at = now + RESUME_RETRY;
+            }
+        }
+        deadlines.values().min().copied()
+    }
+
+    /// The timer task: every replica keeps the deadlines, only the leader acts on them, so a
+    /// new leader resumes on time. Runs until dropped.
+    pub(crate) async fn run(self, mut leader: watch::Receiver<bool>, queue: Arc<dyn WorkQueue>) {
         loop {
-            let now = Instant::now();
-            let next = {
-                let mut deadlines = self.deadlines.lock().expect("pause lock");
-                if *leader.borrow() {
-                    for (key, at) in deadlines.iter_mut().filter(|(_, at)| **at <= now) {
-                        info!(workload = %key, "pause period over; resuming");
-                        executor.enqueue(key.clone(), Work::Resume, now);
-                        *at = now + RESUME_RETRY;
-                    }
-                }
-                deadlines.values().min().copied()
-            };
+            let leading = *leader.borrow_and_update();
+            let next = self.resume_due(leading, Instant::now(), queue.as_ref());
             let sleep = next
                 .map(|n| n.saturating_duration_since(Instant::now()))
                 .unwrap_or(Duration::from_secs(3600));
             tokio::select! {
                 _ = tokio::time::sleep(sleep) => {}
                 _ = self.wake.notified() => {}
-                _ = leader.changed() => {}
+                changed = leader.changed() => if changed.is_err() { return },
             }
         }
     }

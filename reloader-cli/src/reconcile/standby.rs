@@ -15,7 +15,7 @@ use reloader_core::views::ResourceView;
 use tokio::sync::watch;
 
 /// Changes older than this at promotion were the previous leader's to apply.
-pub const REPLAY_WINDOW: Duration = Duration::from_secs(600);
+pub(crate) const REPLAY_WINDOW: Duration = Duration::from_secs(600);
 /// Above this many entries, expired ones are dropped on insert.
 const PRUNE_ABOVE: usize = 4096;
 
@@ -25,19 +25,19 @@ struct Seen {
     at: Instant,
 }
 
-pub struct StandbyChanges {
+pub(crate) struct StandbyChanges {
     seen: Mutex<HashMap<ResourceKey, Seen>>,
     window: Duration,
 }
 
 impl StandbyChanges {
-    pub fn new(window: Duration) -> Self {
+    pub(crate) fn new(window: Duration) -> Self {
         StandbyChanges { seen: Mutex::default(), window }
     }
 
     /// Records a change unless this replica leads. The flag is read under the lock, and the
     /// promotion sweep takes the lock after the flag turned true, so no change falls between.
-    pub fn record_unless_leading(
+    pub(crate) fn record_unless_leading(
         &self,
         leader: &watch::Receiver<bool>,
         view: &ResourceView,
@@ -55,7 +55,7 @@ impl StandbyChanges {
     }
 
     /// On becoming leader: the changes seen within the window, oldest first. Forgets them all.
-    pub fn take_recent(&self) -> Vec<(ResourceView, ResourceEventKind)> {
+    pub(crate) fn take_recent(&self) -> Vec<(ResourceView, ResourceEventKind)> {
         let seen = std::mem::take(&mut *self.seen.lock().expect("standby lock"));
         let now = Instant::now();
         let mut recent: Vec<Seen> =
