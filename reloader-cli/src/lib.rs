@@ -8,7 +8,6 @@
 
 pub(crate) mod admission;
 pub mod args;
-mod controller;
 pub(crate) mod executor;
 pub mod explain;
 pub mod kinds;

@@ -11,7 +11,7 @@ use reloader_core::options::Options;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::controller::Context;
+use crate::admission::AdmissionState;
 use crate::executor::{Executor, ExecutorConfig, ExecutorIo, KubeWorkloadApi};
 use crate::kinds::EnabledKinds;
 use crate::leader::{ElectionConfig, Leadership};
@@ -142,9 +142,11 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
 
     // The admission webhook, when configured: it answers from the same index and rules.
     if let Some(config) = options.admission_webhook.clone() {
-        let state = Arc::new(Context {
-            options: options.clone(),
+        let state = Arc::new(AdmissionState {
             index: index.clone(),
+            keys: options.keys.clone(),
+            decide: options.decide_options(),
+            dry_run: options.dry_run,
             metrics: metrics.clone(),
             scope: scope.clone(),
             kinds: kinds.clone(),

@@ -13,7 +13,7 @@ mod review;
 mod server;
 mod tls;
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -25,15 +25,34 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionReview};
+use reloader_core::annotations::AnnotationKeys;
+use reloader_core::decide::DecideOptions;
+use reloader_core::index::Index;
 use reloader_core::options::AdmissionWebhook;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
-use crate::controller::Context;
-use crate::observe::metrics::{AdmissionOperation, AdmissionOutcome};
+use crate::kinds::EnabledKinds;
+use crate::observe::metrics::{AdmissionOperation, AdmissionOutcome, Metrics};
+use crate::reconcile::scope::ScopeFilter;
 
 use tls::ReloadingCertificate;
+
+/// What a review reads: the index the watches keep, the rules the controller decides by, and
+/// where to count answers. Nothing here calls the API server.
+pub(crate) struct AdmissionState {
+    pub(crate) index: Arc<RwLock<Index>>,
+    pub(crate) keys: AnnotationKeys,
+    pub(crate) decide: DecideOptions,
+    /// `--dry-run`: answer as if, but never patch.
+    pub(crate) dry_run: bool,
+    /// Which namespaces are in scope right now (namespace selector and ignore list).
+    pub(crate) scope: ScopeFilter,
+    /// The workload kinds this controller rolls.
+    pub(crate) kinds: EnabledKinds,
+    pub(crate) metrics: Arc<Metrics>,
+}
 
 /// How often the certificate files are checked for a renewal.
 const CERTIFICATE_POLL: Duration = Duration::from_secs(5);
@@ -44,7 +63,7 @@ const MAX_REVIEW_BYTES: usize = 8 * 1024 * 1024;
 /// certificate does not load) stops the whole process: the flag asked for it, and a replica
 /// that silently lacks it would hide the problem until the next re-apply rolls a workload.
 pub async fn serve(
-    ctx: Arc<Context>,
+    ctx: Arc<AdmissionState>,
     config: AdmissionWebhook,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
@@ -56,7 +75,7 @@ pub async fn serve(
 }
 
 async fn run(
-    ctx: Arc<Context>,
+    ctx: Arc<AdmissionState>,
     config: &AdmissionWebhook,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
@@ -70,12 +89,15 @@ async fn run(
         .await
         .with_context(|| format!("listening on {} (--webhook-addr)", config.addr))?;
     info!(addr = %config.addr, cert = %config.tls_cert.display(), "admission webhook serving");
-    tokio::spawn(watch_certificate(certificate, shutdown.clone()));
-    server::serve_tls(listener, acceptor, router(ctx), shutdown).await;
+    // Both end on `shutdown`; the certificate poller is owned here, not left running detached.
+    tokio::join!(
+        watch_certificate(certificate, shutdown.clone()),
+        server::serve_tls(listener, acceptor, router(ctx), shutdown),
+    );
     Ok(())
 }
 
-fn router(ctx: Arc<Context>) -> Router {
+fn router(ctx: Arc<AdmissionState>) -> Router {
     Router::new()
         .route("/mutate", post(mutate))
         .route("/healthz", get(|| async { "ok" }))
@@ -83,7 +105,7 @@ fn router(ctx: Arc<Context>) -> Router {
         .with_state(ctx)
 }
 
-async fn mutate(State(ctx): State<Arc<Context>>, body: Bytes) -> Response {
+async fn mutate(State(ctx): State<Arc<AdmissionState>>, body: Bytes) -> Response {
     let started = Instant::now();
     let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(&body) {
         Ok(review) => review,

@@ -12,12 +12,15 @@ use reloader_core::views::WorkloadView;
 use serde_json::Value;
 use tracing::{debug, info, warn};
 
-use crate::controller::Context;
+use super::AdmissionState;
 use crate::executor::FIELD_MANAGER;
 use crate::observe::metrics::AdmissionOutcome as Outcome;
 
 /// The response to `request`: always allowed; with a patch when markers are added.
-pub fn review(ctx: &Context, request: &AdmissionRequest<DynamicObject>) -> (AdmissionResponse, Outcome) {
+pub fn review(
+    ctx: &AdmissionState,
+    request: &AdmissionRequest<DynamicObject>,
+) -> (AdmissionResponse, Outcome) {
     let allowed = AdmissionResponse::from(request);
     let ops = match operations(ctx, request) {
         Ok(Some(ops)) if ops.is_empty() => return (allowed, Outcome::Unchanged),
@@ -30,7 +33,7 @@ pub fn review(ctx: &Context, request: &AdmissionRequest<DynamicObject>) -> (Admi
             return (allowed, Outcome::Error);
         }
     };
-    if ctx.options.dry_run {
+    if ctx.dry_run {
         info!(kind = %request.kind.kind, namespace = ?request.namespace, name = %request.name,
             patch = %serde_json::Value::Array(ops), "dry run: the admission webhook would add markers");
         return (allowed, Outcome::DryRun);
@@ -55,7 +58,7 @@ pub fn review(ctx: &Context, request: &AdmissionRequest<DynamicObject>) -> (Admi
 
 /// The patch operations, or `None` when the request is not one to act on.
 fn operations(
-    ctx: &Context,
+    ctx: &AdmissionState,
     request: &AdmissionRequest<DynamicObject>,
 ) -> Result<Option<Vec<Value>>, serde_json::Error> {
     let Some(kind) = workload_kind(&request.kind) else { return Ok(None) };
@@ -67,7 +70,7 @@ fn operations(
     if opted_out(&new) {
         return Ok(None);
     }
-    let keys = &ctx.options.keys;
+    let keys = &ctx.keys;
     match request.operation {
         Operation::Update => {
             // A write by the controller that removes a marker (a deleted resource under the
@@ -88,10 +91,9 @@ fn operations(
             }
             new["metadata"]["namespace"] = Value::from(namespace);
             let view = view_of(kind, &new, keys)?;
-            let opts = ctx.options.decide_options();
             let now = chrono::Utc::now().timestamp();
             let index = ctx.index.read().expect("index lock");
-            Ok(Some(stamp_markers(&new, &view, &index, &opts, keys, now)))
+            Ok(Some(stamp_markers(&new, &view, &index, &ctx.decide, keys, now)))
         }
         Operation::Delete | Operation::Connect => Ok(None),
     }

@@ -22,7 +22,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
-use crate::controller::kinds::Loaded;
+use crate::kinds::Loaded;
 use crate::notify::alerts::ReloadNotice;
 use crate::notify::events::EventReason;
 
