@@ -104,7 +104,14 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     let events: Arc<dyn EventSink> =
         Arc::new(EventPublisher::new(client.clone(), leadership.identity().to_string()));
     let alerts: Option<Arc<dyn AlertQueue>> = match &options.alert {
-        Some(cfg) => Some(Arc::new(Alerter::new(cfg, metrics.clone())?)),
+        Some(cfg) => {
+            let (alerter, delivery) = Alerter::new(cfg, metrics.clone())?;
+            supervisor.spawn("alert delivery", async move {
+                delivery.await;
+                Ok(())
+            });
+            Some(Arc::new(alerter))
+        }
         None => None,
     };
     let notifier: Option<Box<dyn ResourceNotifier>> = match &options.webhook_url {

@@ -9,6 +9,7 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
@@ -17,6 +18,8 @@ use tracing::{debug, warn};
 /// half-open connections do not pile up.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a shutdown waits for connections still answering a request.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves `router` over TLS on `listener` until `shutdown`; connections in progress are then
 /// closed gracefully (their current request is answered).
@@ -26,9 +29,13 @@ pub async fn serve_tls(
     router: Router,
     shutdown: CancellationToken,
 ) {
+    // Connections are owned here: finished ones are reaped as we go, and a shutdown waits
+    // (bounded) for the ones still answering.
+    let mut connections = JoinSet::new();
     loop {
         let (stream, peer) = tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => break,
+            Some(_) = connections.join_next() => continue,
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(e) => {
@@ -40,7 +47,7 @@ pub async fn serve_tls(
             },
         };
         let (acceptor, router, shutdown) = (acceptor.clone(), router.clone(), shutdown.clone());
-        tokio::spawn(async move {
+        connections.spawn(async move {
             let _ = stream.set_nodelay(true);
             let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                 Ok(Ok(tls)) => tls,
@@ -69,6 +76,12 @@ pub async fn serve_tls(
                 debug!(%peer, error = %e, "admission webhook: connection ended with an error");
             }
         });
+    }
+    if tokio::time::timeout(CLOSE_TIMEOUT, async { while connections.join_next().await.is_some() {} })
+        .await
+        .is_err()
+    {
+        connections.abort_all();
     }
 }
 

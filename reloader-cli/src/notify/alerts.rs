@@ -4,6 +4,7 @@
 //! Delivery happens on a background task fed by a bounded queue, so a slow or unreachable sink
 //! never delays a reload; when the queue is full the alert is dropped, logged and counted.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,9 +48,12 @@ pub(crate) struct Alerter {
 }
 
 impl Alerter {
-    /// Validates the settings and starts the delivery task; must be called within a Tokio runtime.
-    pub(crate) fn new(cfg: &AlertConfig, metrics: Arc<Metrics>) -> anyhow::Result<Self> {
-        let runtime = tokio::runtime::Handle::try_current().context("alerts need a Tokio runtime")?;
+    /// Validates the settings. Returns the queue handle and the delivery loop, which the caller
+    /// owns and runs; it ends when every handle is gone.
+    pub(crate) fn new(
+        cfg: &AlertConfig,
+        metrics: Arc<Metrics>,
+    ) -> anyhow::Result<(Self, impl Future<Output = ()> + Send + 'static)> {
         // Not echoed: the URL may be a bearer token.
         let url = reqwest::Url::parse(cfg.url.expose()).context("ALERT_WEBHOOK_URL is not a valid URL")?;
         let proxy = cfg.proxy.as_ref().map(|p| p.expose());
@@ -64,9 +68,8 @@ impl Alerter {
             channel,
             metrics: metrics.clone(),
         };
-        runtime.spawn(delivery.run(pending));
         tracing::info!(sink = channel.as_label(), "alerts on reload enabled");
-        Ok(Self { queue, channel, metrics })
+        Ok((Self { queue, channel, metrics }, delivery.run(pending)))
     }
 }
 

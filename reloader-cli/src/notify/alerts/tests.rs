@@ -31,7 +31,7 @@ fn config(url: String, sink: &str, additional_info: Option<&str>) -> AlertConfig
 async fn deliver_one(sink: &str, additional_info: Option<&str>) -> (Option<String>, String) {
     let server = CaptureServer::start(&[]).await;
     let metrics = Metrics::new(false);
-    let alerter = Alerter::new(&config(server.url.clone(), sink, additional_info), metrics.clone()).unwrap();
+    let alerter = start_alerter(&config(server.url.clone(), sink, additional_info), metrics.clone());
     alerter.send(notice());
     let request = server.wait_for(1).await.remove(0);
     assert!(!request.body.contains(PLANTED_SECRET));
@@ -75,7 +75,7 @@ async fn any_other_sink_gets_plain_text() {
 async fn failed_delivery_is_retried_then_counted() {
     let server = CaptureServer::start(&[axum::http::StatusCode::BAD_GATEWAY]).await;
     let metrics = Metrics::new(false);
-    let alerter = Alerter::new(&config(server.url.clone(), "teams", None), metrics.clone()).unwrap();
+    let alerter = start_alerter(&config(server.url.clone(), "teams", None), metrics.clone());
     alerter.send(notice());
     assert_eq!(server.wait_for(2).await.len(), 2);
     wait_for_metric(&metrics, "reloader_notifications_total{channel=\"alert-teams\",success=\"true\"} 1")
@@ -89,7 +89,7 @@ async fn an_unreachable_sink_never_blocks_the_caller() {
     let black_hole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/hook", black_hole.local_addr().unwrap());
     let metrics = Metrics::new(false);
-    let alerter = Alerter::new(&config(url, "slack", None), metrics.clone()).unwrap();
+    let alerter = start_alerter(&config(url, "slack", None), metrics.clone());
 
     let started = Instant::now();
     for _ in 0..(QUEUE_CAPACITY + 10) {
@@ -122,4 +122,11 @@ async fn wait_for_metric(metrics: &Metrics, line: &str) {
         assert!(Instant::now() < deadline, "{line} not found in:\n{}", metrics.encode());
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// The alerter, its delivery loop running on the test runtime.
+fn start_alerter(cfg: &AlertConfig, metrics: Arc<Metrics>) -> Alerter {
+    let (alerter, delivery) = Alerter::new(cfg, metrics).unwrap();
+    tokio::spawn(delivery);
+    alerter
 }
