@@ -456,7 +456,8 @@ fn catch_up_sweeps() {
         ..Setup::default()
     };
     // (name, setup, listed as created, standby changes, queued, (queued, replayed))
-    let cases: Vec<(&str, &Setup, bool, Vec<(ResourceView, ResourceEventKind)>, &[&str], (usize, usize))> = vec![
+    type Seen = Vec<(ResourceView, ResourceEventKind)>;
+    let cases: Vec<(&str, &Setup, bool, Seen, &[&str], (usize, usize))> = vec![
         ("nothing recorded, nothing changed", &setup, false, vec![], &[], (0, 0)),
         ("listed as created: every referenced resource", &setup, true, vec![], &["web"], (1, 0)),
         ("listed as created, out of scope", &selector, true, vec![], &[], (0, 0)),
