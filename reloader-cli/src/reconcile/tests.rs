@@ -457,7 +457,8 @@ fn catch_up_sweeps() {
     };
     // (name, setup, listed as created, standby changes, queued, (queued, replayed))
     type Seen = Vec<(ResourceView, ResourceEventKind)>;
-    let cases: Vec<(&str, &Setup, bool, Seen, &[&str], (usize, usize))> = vec![
+    type Row<'a> = (&'a str, &'a Setup, bool, Seen, &'a [&'a str], (usize, usize));
+    let cases: Vec<Row> = vec![
         ("nothing recorded, nothing changed", &setup, false, vec![], &[], (0, 0)),
         ("listed as created: every referenced resource", &setup, true, vec![], &["web"], (1, 0)),
         ("listed as created, out of scope", &selector, true, vec![], &[], (0, 0)),
