@@ -52,7 +52,7 @@ impl Supervisor {
         self.tasks.spawn(async move {
             let result = match AssertUnwindSafe(task).catch_unwind().await {
                 Ok(result) => result,
-                Err(panic) => Err(anyhow!("panicked: {}", panic_message(&panic))),
+                Err(panic) => Err(anyhow!("panicked: {}", panic_message(&*panic))),
             };
             (name, result)
         });
@@ -61,29 +61,27 @@ impl Supervisor {
     /// Waits for shutdown, or for a task to end before it: then reports the failure, fails
     /// `/live`, starts the shutdown and returns the error.
     pub(crate) async fn watch(&mut self) -> anyhow::Result<()> {
-        loop {
-            let ended = tokio::select! {
-                () = self.shutdown.cancelled() => return Ok(()),
-                ended = self.tasks.join_next() => ended,
-            };
-            let Some(ended) = ended else {
-                // Nothing left to supervise: wait for the shutdown.
-                self.shutdown.cancelled().await;
-                return Ok(());
-            };
-            let (name, result) = ended.unwrap_or_else(|e| ("a task".into(), Err(e.into())));
-            if self.shutdown.is_cancelled() {
-                return Ok(());
-            }
-            let error = match result {
-                Ok(()) => anyhow!("{name} ended unexpectedly"),
-                Err(e) => e.context(format!("{name} failed")),
-            };
-            error!(task = %name, error = %format_args!("{error:#}"), "a critical task stopped; exiting so the process is restarted");
-            self.health.set_live(false);
-            self.shutdown.cancel();
-            return Err(error);
+        let ended = tokio::select! {
+            () = self.shutdown.cancelled() => return Ok(()),
+            ended = self.tasks.join_next() => ended,
+        };
+        let Some(ended) = ended else {
+            // Nothing left to supervise: wait for the shutdown.
+            self.shutdown.cancelled().await;
+            return Ok(());
+        };
+        let (name, result) = ended.unwrap_or_else(|e| ("a task".into(), Err(e.into())));
+        if self.shutdown.is_cancelled() {
+            return Ok(());
         }
+        let error = match result {
+            Ok(()) => anyhow!("{name} ended unexpectedly"),
+            Err(e) => e.context(format!("{name} failed")),
+        };
+        error!(task = %name, error = %format_args!("{error:#}"), "a critical task stopped; exiting so the process is restarted");
+        self.health.set_live(false);
+        self.shutdown.cancel();
+        Err(error)
     }
 
     /// After shutdown: waits (bounded) for the tasks to finish.

@@ -31,11 +31,11 @@ use crate::naming::env_var_name;
 use crate::views::{ResourceView, WorkloadView};
 
 /// Objects carrying this label with the value [`OPT_OUT_VALUE`] are never mutated.
-pub const OPT_OUT_LABEL: &str = "reloader.stakater.com/webhook";
-pub const OPT_OUT_VALUE: &str = "skip";
+pub(crate) const OPT_OUT_LABEL: &str = "reloader.stakater.com/webhook";
+pub(crate) const OPT_OUT_VALUE: &str = "skip";
 
 /// Where the pod template sits in an object of `kind`, as a JSON pointer.
-pub fn template_pointer(kind: WorkloadKind) -> &'static str {
+pub(crate) fn template_pointer(kind: WorkloadKind) -> &'static str {
     match kind {
         WorkloadKind::CronJob => "/spec/jobTemplate/spec/template",
         WorkloadKind::Deployment
@@ -169,7 +169,7 @@ pub fn stamp_markers(
 /// The resources of the workload's namespace that it might reload for, in key order: those
 /// it references or names in an explicit list, and every resource of a kind for which an
 /// explicit list holds a pattern. `decide` has the last word.
-pub fn candidate_resources<'a>(view: &WorkloadView, index: &'a Index) -> Vec<&'a ResourceView> {
+pub(crate) fn candidate_resources<'a>(view: &WorkloadView, index: &'a Index) -> Vec<&'a ResourceView> {
     const KINDS: [ResourceKind; 3] =
         [ResourceKind::ConfigMap, ResourceKind::Secret, ResourceKind::SecretProviderClass];
     let namespace = &*view.key.namespace;

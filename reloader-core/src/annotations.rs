@@ -7,22 +7,22 @@ use crate::model::ResourceKind;
 /// Keys of every annotation reloader reads or writes. Defaults are Stakater's; each is a flag.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AnnotationKeys {
-    pub configmap_reload: String,
-    pub secret_reload: String,
-    pub auto: String,
-    pub configmap_auto: String,
-    pub secret_auto: String,
-    pub search: String,
+    pub(crate) configmap_reload: String,
+    pub(crate) secret_reload: String,
+    pub(crate) auto: String,
+    pub(crate) configmap_auto: String,
+    pub(crate) secret_auto: String,
+    pub(crate) search: String,
     pub search_match: String,
     pub ignore: String,
     pub pause_period: String,
     pub paused_at: String,
     /// Not configurable in Stakater: fixed keys.
-    pub configmap_exclude: String,
-    pub secret_exclude: String,
-    pub spc_auto: String,
-    pub spc_reload: String,
-    pub spc_exclude: String,
+    pub(crate) configmap_exclude: String,
+    pub(crate) secret_exclude: String,
+    pub(crate) spc_auto: String,
+    pub(crate) spc_reload: String,
+    pub(crate) spc_exclude: String,
     pub rollout_strategy: String,
     pub last_reloaded_from: String,
 }
@@ -54,7 +54,7 @@ impl Default for AnnotationKeys {
 }
 
 impl AnnotationKeys {
-    pub fn explicit(&self, kind: ResourceKind) -> &str {
+    pub(crate) fn explicit(&self, kind: ResourceKind) -> &str {
         match kind {
             ResourceKind::ConfigMap => &self.configmap_reload,
             ResourceKind::Secret => &self.secret_reload,
@@ -62,7 +62,7 @@ impl AnnotationKeys {
         }
     }
 
-    pub fn typed_auto(&self, kind: ResourceKind) -> &str {
+    pub(crate) fn typed_auto(&self, kind: ResourceKind) -> &str {
         match kind {
             ResourceKind::ConfigMap => &self.configmap_auto,
             ResourceKind::Secret => &self.secret_auto,
@@ -70,7 +70,7 @@ impl AnnotationKeys {
         }
     }
 
-    pub fn exclude(&self, kind: ResourceKind) -> &str {
+    pub(crate) fn exclude(&self, kind: ResourceKind) -> &str {
         match kind {
             ResourceKind::ConfigMap => &self.configmap_exclude,
             ResourceKind::Secret => &self.secret_exclude,
@@ -84,14 +84,14 @@ impl AnnotationKeys {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReloadAnnotations {
     pub auto: Option<Box<str>>,
-    pub search: Option<Box<str>>,
+    pub(crate) search: Option<Box<str>>,
     /// Indexed by [`kind_index`]: ConfigMap, Secret, SecretProviderClass.
-    pub explicit: [Option<Box<str>>; 3],
-    pub typed_auto: [Option<Box<str>>; 3],
-    pub exclude: [Option<Box<str>>; 3],
+    pub(crate) explicit: [Option<Box<str>>; 3],
+    pub(crate) typed_auto: [Option<Box<str>>; 3],
+    pub(crate) exclude: [Option<Box<str>>; 3],
 }
 
-pub fn kind_index(kind: ResourceKind) -> usize {
+pub(crate) fn kind_index(kind: ResourceKind) -> usize {
     match kind {
         ResourceKind::ConfigMap => 0,
         ResourceKind::Secret => 1,
@@ -103,7 +103,7 @@ const KINDS: [ResourceKind; 3] =
     [ResourceKind::ConfigMap, ResourceKind::Secret, ResourceKind::SecretProviderClass];
 
 impl ReloadAnnotations {
-    pub fn from_map(map: Option<&BTreeMap<String, String>>, keys: &AnnotationKeys) -> Self {
+    pub(crate) fn from_map(map: Option<&BTreeMap<String, String>>, keys: &AnnotationKeys) -> Self {
         let Some(map) = map else { return Self::default() };
         let get = |k: &str| map.get(k).map(|v| Box::<str>::from(v.as_str()));
         ReloadAnnotations {
@@ -115,12 +115,8 @@ impl ReloadAnnotations {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
-        *self == Self::default()
-    }
-
     /// compat.md §4.3 step 1: does this map hold any of the keys that select it for `kind`?
-    pub fn selects_for(&self, kind: ResourceKind) -> bool {
+    pub(crate) fn selects_for(&self, kind: ResourceKind) -> bool {
         let i = kind_index(kind);
         self.explicit[i].is_some()
             || self.auto.is_some()
@@ -140,6 +136,6 @@ pub fn parse_go_bool(s: &str) -> Option<bool> {
 }
 
 /// Splits a comma-separated list, trimming each entry and dropping empty ones.
-pub fn split_list(s: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn split_list(s: &str) -> impl Iterator<Item = &str> {
     s.split(',').map(str::trim).filter(|e| !e.is_empty())
 }

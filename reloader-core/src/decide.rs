@@ -9,7 +9,7 @@ mod problems;
 #[cfg(test)]
 mod tests;
 
-pub use explicit::{ExplicitEntry, explicit_entries, list_matches};
+pub(crate) use explicit::{ExplicitEntry, explicit_entries, list_matches};
 pub use problems::{AnnotationProblem, AnnotationSource, annotation_problems};
 
 use crate::annotations::{ReloadAnnotations, kind_index, parse_go_bool, split_list};
@@ -22,13 +22,13 @@ use crate::views::{ResourceView, WorkloadView};
 /// The options that change decisions.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DecideOptions {
-    pub auto_reload_all: bool,
+    pub(crate) auto_reload_all: bool,
     pub strategy: ReloadStrategy,
 }
 
 /// Why a workload reloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rule {
+pub(crate) enum Rule {
     /// An entry of the explicit list matched the name.
     Explicit,
     /// `search: "true"` on the workload and `match: "true"` on the resource.
@@ -42,7 +42,7 @@ pub enum Rule {
 }
 
 impl Rule {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Rule::Explicit => "explicit",
             Rule::SearchMatch => "search_match",
@@ -77,7 +77,8 @@ pub enum SkipReason {
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 9] = [
+    #[cfg(test)]
+    pub(crate) const ALL: [SkipReason; 9] = [
         SkipReason::ResourceIgnored,
         SkipReason::Excluded,
         SkipReason::NotAnnotated,
@@ -107,7 +108,7 @@ impl SkipReason {
 
 /// The decision for one workload and one resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     Reload { rule: Rule, container: u16 },
     Skip(SkipReason),
 }
@@ -125,7 +126,7 @@ pub enum ResourceEventKind {
 /// The caller has already applied the filters of §4.2 that do not depend on the resource's own
 /// annotations (ignored types, namespaces, ignored workload kinds); `ignore: "true"` on the
 /// resource is checked here.
-pub fn decide(workload: &WorkloadView, resource: &ResourceView, opts: &DecideOptions) -> Decision {
+pub(crate) fn decide(workload: &WorkloadView, resource: &ResourceView, opts: &DecideOptions) -> Decision {
     let rule = match select_rule(workload, resource, opts) {
         Ok(rule) => rule,
         Err(reason) => return Decision::Skip(reason),
@@ -144,7 +145,7 @@ pub fn decide(workload: &WorkloadView, resource: &ResourceView, opts: &DecideOpt
 }
 
 /// `decide`, then the marker comparison: the change to make, or why none is needed.
-pub fn plan(
+pub(crate) fn plan(
     workload: &WorkloadView,
     resource: &ResourceView,
     event: ResourceEventKind,
@@ -163,7 +164,11 @@ pub fn plan(
 
 /// The marker action an event calls for (compat.md §6): record the new hash; on delete, remove
 /// the env var, or record the delete-marker hash under the annotations strategy.
-pub fn marker_action(event: ResourceEventKind, hash: ContentHash, strategy: ReloadStrategy) -> MarkerAction {
+pub(crate) fn marker_action(
+    event: ResourceEventKind,
+    hash: ContentHash,
+    strategy: ReloadStrategy,
+) -> MarkerAction {
     match (event, strategy) {
         (ResourceEventKind::Created | ResourceEventKind::Updated, _) => MarkerAction::Set(hash),
         (ResourceEventKind::Deleted, ReloadStrategy::EnvVars) => MarkerAction::Remove,
@@ -173,7 +178,7 @@ pub fn marker_action(event: ResourceEventKind, hash: ContentHash, strategy: Relo
 
 /// compat.md §4.3 step 1: the workload's own annotations, unless they hold none of the keys
 /// that select workloads for `kind`; then the pod template's.
-pub fn effective_rules(workload: &WorkloadView, kind: ResourceKind) -> &ReloadAnnotations {
+pub(crate) fn effective_rules(workload: &WorkloadView, kind: ResourceKind) -> &ReloadAnnotations {
     if workload.metadata_rules.selects_for(kind) {
         &workload.metadata_rules
     } else {

@@ -110,13 +110,13 @@ fn nanos_to_duration(nanos: u128) -> Duration {
 
 /// Writes `duration` the way Go's `time.Duration.String` does: `0s`, `1.5µs`, `300ms`,
 /// `1m30s`, `2h0m0s`.
-pub fn format_go_duration(duration: Duration) -> String {
+pub(crate) fn format_go_duration(duration: Duration) -> String {
     GoDuration(duration).to_string()
 }
 
 /// A [`Duration`] that parses and prints in Go's syntax.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct GoDuration(pub Duration);
+pub(crate) struct GoDuration(pub Duration);
 
 impl FromStr for GoDuration {
     type Err = DurationError;

@@ -16,8 +16,9 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub use render::render_text;
-pub use report::{
-    AnnotationSummary, DecisionSummary, Explanation, MarkerState, MarkerSummary, OtherMarker, PatternSummary,
+pub use report::Explanation;
+pub(crate) use report::{
+    AnnotationSummary, DecisionSummary, MarkerState, MarkerSummary, OtherMarker, PatternSummary,
     ReferenceSummary, ResourceExplanation, SettingsSummary, WorkloadSummary,
 };
 

@@ -44,9 +44,9 @@ pub struct IndexStats {
     pub resources: usize,
     pub workloads: usize,
     /// Distinct resource keys in the reverse index.
-    pub reverse_entries: usize,
+    pub(crate) reverse_entries: usize,
     /// Workloads whose explicit lists hold patterns.
-    pub pattern_holders: usize,
+    pub(crate) pattern_holders: usize,
 }
 
 #[derive(Debug, Default)]
@@ -120,7 +120,7 @@ impl Index {
 
     /// Every workload that might reload for the resource `key`, ordered by workload key.
     /// `decide` has the last word; nothing outside the lookups is scanned.
-    pub fn candidates(&self, key: &ResourceKey) -> Vec<&WorkloadView> {
+    pub(crate) fn candidates(&self, key: &ResourceKey) -> Vec<&WorkloadView> {
         let mut views: Vec<&WorkloadView> =
             self.lookup.candidate_ids(key).into_iter().filter_map(|id| self.workloads.get(id)).collect();
         views.sort_unstable_by(|a, b| a.key.cmp(&b.key));
@@ -172,16 +172,6 @@ impl Index {
             a.cmp(b).then_with(|| a_change.resource.cmp(&b_change.resource))
         });
         changes
-    }
-
-    /// Drops every resource and workload of `ns` (it left the namespace selector).
-    pub fn remove_namespace(&mut self, ns: &str) {
-        self.resources.retain(|StoredResource(view)| &*view.key.namespace != ns);
-        let keys: Vec<WorkloadKey> =
-            self.workloads.ids.keys().filter(|key| &*key.namespace == ns).cloned().collect();
-        for key in keys {
-            self.remove_workload(&key);
-        }
     }
 
     pub fn stats(&self) -> IndexStats {

@@ -13,7 +13,7 @@ use crate::annotations::AnnotationKeys;
 use crate::markers::{MarkerChange, apply_to_template};
 
 /// Escapes one reference token of a JSON pointer (RFC 6901: `~` → `~0`, `/` → `~1`).
-pub fn escape_pointer_token(token: &str) -> Cow<'_, str> {
+pub(crate) fn escape_pointer_token(token: &str) -> Cow<'_, str> {
     if token.contains(['~', '/']) {
         Cow::Owned(token.replace('~', "~0").replace('/', "~1"))
     } else {
@@ -23,7 +23,7 @@ pub fn escape_pointer_token(token: &str) -> Cow<'_, str> {
 
 /// The `test` operation that makes a patch apply only to `resource_version`. An empty version
 /// (an object that was never read from a server) fails the test, so it never writes blindly.
-pub fn resource_version_test(resource_version: &str) -> Value {
+pub(crate) fn resource_version_test(resource_version: &str) -> Value {
     json!({"op": "test", "path": "/metadata/resourceVersion", "value": resource_version})
 }
 

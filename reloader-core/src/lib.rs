@@ -2,13 +2,15 @@
 //!
 //! - [`hash`]: Stakater-compatible content hashes and [`naming`]: the env-var marker names.
 //! - [`annotations`]: the annotation keys and how their values parse.
-//! - [`references`]: which ConfigMaps/Secrets a pod spec uses, and which container gets the marker.
+//! - `references` (internal): which ConfigMaps/Secrets a pod spec uses, which container gets
+//!   the marker.
 //! - [`model`]: the vocabulary: kinds, keys, content hashes and references.
 //! - [`views`]: the compact, data-free views of resources and workloads, and how one is built.
 //! - [`decide`]: compat.md §4 as a function from (workload, resource, options) to a decision.
 //! - [`explain`]: why a workload would or would not reload, for `reloader explain`.
 //! - [`markers`]: the markers a workload carries and the changes a reload makes to them.
-//! - [`workload`]: the trait a backend implements to turn a decision into a write.
+//! - [`workload`]: the trait a backend implements to turn a decision into a write, and
+//!   [`json_patch`]: the RFC 6902 form of that write for kinds without strategic merge.
 //! - [`index`]: the state kept from watches, with the reverse index resource → workloads.
 //! - [`admission`]: the markers the admission webhook keeps on re-apply and stamps on create.
 //! - [`options`]: the settings of `reloader run` and their validation (the binary parses them).
@@ -26,7 +28,7 @@ pub mod markers;
 pub mod model;
 pub mod naming;
 pub mod options;
-pub mod references;
+pub(crate) mod references;
 pub mod selector;
 #[cfg(test)]
 mod testkit;

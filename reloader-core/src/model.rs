@@ -21,7 +21,7 @@ impl ResourceKind {
         }
     }
 
-    pub fn from_marker_type(s: &str) -> Option<Self> {
+    pub(crate) fn from_marker_type(s: &str) -> Option<Self> {
         match s {
             "CONFIGMAP" => Some(ResourceKind::ConfigMap),
             "SECRET" => Some(ResourceKind::Secret),
@@ -181,7 +181,7 @@ impl fmt::Display for WorkloadKey {
 
 /// How a pod spec uses a resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum RefVia {
+pub(crate) enum RefVia {
     /// `volumes[].configMap` / `volumes[].secret`.
     Volume,
     /// `volumes[].projected.sources[]`.
@@ -194,31 +194,21 @@ pub enum RefVia {
     EnvFrom,
 }
 
-impl RefVia {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RefVia::Volume => "volume",
-            RefVia::Projected => "projected volume",
-            RefVia::Csi => "CSI volume",
-            RefVia::EnvValueFrom => "env valueFrom",
-            RefVia::EnvFrom => "envFrom",
-        }
-    }
-}
+impl RefVia {}
 
 /// One use of a resource by a pod spec.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Reference {
-    pub kind: ResourceKind,
-    pub name: Box<str>,
-    pub via: RefVia,
+    pub(crate) kind: ResourceKind,
+    pub(crate) name: Box<str>,
+    pub(crate) via: RefVia,
     /// The container using it (for volumes: the first container mounting the volume), if any.
-    pub container: Option<ContainerRef>,
+    pub(crate) container: Option<ContainerRef>,
 }
 
 /// A container of the pod spec, by position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ContainerRef {
+pub(crate) enum ContainerRef {
     Regular(u16),
     Init(u16),
 }

@@ -22,7 +22,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use raw::RawOptions;
-pub use values::{AlertSink, LogFormat, LogLevel, SensitiveString, parse_listen_addr, split_flag_list};
+pub use values::{AlertSink, LogFormat, LogLevel, SensitiveString};
+pub(crate) use values::{parse_listen_addr, split_flag_list};
 
 use crate::annotations::AnnotationKeys;
 use crate::decide::DecideOptions;
@@ -42,7 +43,7 @@ pub enum ConfigError {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Options {
     pub keys: AnnotationKeys,
-    pub auto_reload_all: bool,
+    pub(crate) auto_reload_all: bool,
     pub strategy: ReloadStrategy,
     pub reload_on_create: bool,
     pub reload_on_delete: bool,
@@ -67,7 +68,7 @@ pub struct Options {
     pub log_level: LogLevel,
     pub metrics_addr: SocketAddr,
     /// `Some` when `--enable-pprof` is set; never the metrics port.
-    pub pprof_addr: Option<SocketAddr>,
+    pub(crate) pprof_addr: Option<SocketAddr>,
     /// Zero: every change is written at once.
     pub coalesce_period: Duration,
     /// Finite and positive, or 0 for no limit.
@@ -77,7 +78,7 @@ pub struct Options {
     pub ignored_secret_types: BTreeSet<String>,
     pub admission_webhook: Option<AdmissionWebhook>,
     pub otlp_endpoint: Option<String>,
-    pub allow_suspended_cronjobs: bool,
+    pub(crate) allow_suspended_cronjobs: bool,
     /// `METRICS_COUNT_BY_NAMESPACE=enabled`.
     pub metrics_count_by_namespace: bool,
     /// `Some` when `ALERT_ON_RELOAD` is true and `ALERT_WEBHOOK_URL` is set.
@@ -112,17 +113,6 @@ impl IgnoredResources {
 pub enum NamespaceScope {
     All { ignore: Vec<String>, selector: Option<LabelSelector> },
     Only(Vec<String>),
-}
-
-impl NamespaceScope {
-    /// Whether a namespace is in scope by name (a namespace selector is checked separately,
-    /// against the Namespace's labels).
-    pub fn includes_name(&self, namespace: &str) -> bool {
-        match self {
-            NamespaceScope::All { ignore, .. } => !ignore.iter().any(|n| n == namespace),
-            NamespaceScope::Only(namespaces) => namespaces.iter().any(|n| n == namespace),
-        }
-    }
 }
 
 /// The Lease; the holder identity is [`Options::pod_name`].

@@ -7,7 +7,7 @@ use crate::model::{ContainerRef, RefVia, Reference, ResourceKind};
 
 /// Every use of a resource by `spec`, regular containers before init containers, volumes
 /// before env. A volume reference names the first container mounting it (regular first).
-pub fn discover_references(spec: &PodSpec) -> Vec<Reference> {
+pub(crate) fn discover_references(spec: &PodSpec) -> Vec<Reference> {
     let mut refs = Vec::new();
     for volume in spec.volumes.iter().flatten() {
         let container = first_mounting_container(spec, &volume.name);
@@ -83,7 +83,7 @@ fn first_mounting_container(spec: &PodSpec, volume: &str) -> Option<ContainerRef
 /// regular container mounting a referencing volume; else the first regular container with an
 /// env/envFrom reference; else (init-container-only reference, or an explicit reload without
 /// any reference) `containers[0]`. `None` when there are no regular containers.
-pub fn marker_container(
+pub(crate) fn marker_container(
     references: &[Reference],
     containers: usize,
     kind: ResourceKind,
@@ -104,7 +104,7 @@ pub fn marker_container(
 }
 
 /// Does the pod spec use the resource at all (regular or init container, any way)?
-pub fn references_resource(references: &[Reference], kind: ResourceKind, name: &str) -> bool {
+pub(crate) fn references_resource(references: &[Reference], kind: ResourceKind, name: &str) -> bool {
     references.iter().any(|r| r.kind == kind && &*r.name == name)
 }
 

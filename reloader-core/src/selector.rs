@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
 
-pub use names::{check_dns_label, check_dns_subdomain, check_label_value, check_qualified_name};
+pub(crate) use names::{check_dns_label, check_dns_subdomain, check_qualified_name};
 
 /// A conjunction of requirements; the empty selector selects everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
@@ -24,7 +24,7 @@ pub struct LabelSelector {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Requirement {
+pub(crate) struct Requirement {
     key: String,
     operator: Operator,
     /// One value for `Equals`/`NotEquals`, at least one for `In`/`NotIn`, none otherwise.
@@ -32,7 +32,7 @@ pub struct Requirement {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Operator {
+pub(crate) enum Operator {
     Equals,
     NotEquals,
     In,
@@ -45,17 +45,12 @@ pub enum Operator {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid label selector {selector:?}: {problem}")]
 pub struct SelectorError {
-    pub selector: String,
-    pub problem: String,
+    pub(crate) selector: String,
+    pub(crate) problem: String,
 }
 
 impl LabelSelector {
-    /// The selector that selects everything.
-    pub fn everything() -> Self {
-        Self::default()
-    }
-
-    pub fn parse(text: &str) -> Result<Self, SelectorError> {
+    pub(crate) fn parse(text: &str) -> Result<Self, SelectorError> {
         let mut requirements = parse::parse_requirements(text)
             .map_err(|problem| SelectorError { selector: text.to_owned(), problem })?;
         requirements.sort_by(|a, b| a.key.cmp(&b.key));
@@ -65,17 +60,15 @@ impl LabelSelector {
     /// Parses several flag entries as one selector: every requirement must hold. Entries are
     /// joined with `,` before parsing, so `in (a,b)` split across entries by a comma-separated
     /// flag value still reads as one requirement.
-    pub fn from_entries<'a>(entries: impl IntoIterator<Item = &'a str>) -> Result<Self, SelectorError> {
+    pub(crate) fn from_entries<'a>(
+        entries: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Self, SelectorError> {
         let joined: Vec<&str> = entries.into_iter().map(str::trim).filter(|e| !e.is_empty()).collect();
         Self::parse(&joined.join(","))
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.requirements.is_empty()
-    }
-
-    pub fn requirements(&self) -> &[Requirement] {
-        &self.requirements
     }
 
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
@@ -88,19 +81,7 @@ impl Requirement {
         Requirement { key, operator, values }
     }
 
-    pub fn key(&self) -> &str {
-        &self.key
-    }
-
-    pub fn operator(&self) -> Operator {
-        self.operator
-    }
-
-    pub fn values(&self) -> &BTreeSet<String> {
-        &self.values
-    }
-
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub(crate) fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         let value = labels.get(&self.key);
         match self.operator {
             Operator::Equals | Operator::In => value.is_some_and(|v| self.values.contains(v)),

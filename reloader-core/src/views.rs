@@ -56,12 +56,12 @@ pub struct WorkloadView {
 /// The parts of a workload object a view is built from; `Workload::view_parts` gathers them.
 #[derive(Debug, Clone, Copy)]
 pub struct WorkloadParts<'a> {
-    pub kind: WorkloadKind,
-    pub metadata: &'a ObjectMeta,
+    pub(crate) kind: WorkloadKind,
+    pub(crate) metadata: &'a ObjectMeta,
     /// `None` for a kind instance without an inline pod template (a `workloadRef` Rollout).
-    pub template: Option<&'a PodTemplateSpec>,
-    pub suspended: bool,
-    pub paused: bool,
+    pub(crate) template: Option<&'a PodTemplateSpec>,
+    pub(crate) suspended: bool,
+    pub(crate) paused: bool,
 }
 
 /// Builds the compact view of any workload (what the provided `Workload::view` returns).

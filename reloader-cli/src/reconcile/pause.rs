@@ -47,7 +47,7 @@ impl PauseTimers {
     }
 
     /// Queues the resumes that are due (only while leading); returns the next deadline.
-    fn resume_due(&self, leading: bool, now: Instant, queue: &dyn WorkQueue) -> Option<Instant> {
+    pub(super) fn resume_due(&self, leading: bool, now: Instant, queue: &dyn WorkQueue) -> Option<Instant> {
         let mut deadlines = self.deadlines.lock().expect("pause lock");
         if leading {
             for (key, at) in deadlines.iter_mut().filter(|(_, at)| **at <= now) {

@@ -10,7 +10,7 @@ use crate::annotations::split_list;
 
 /// One trimmed, non-empty entry of an explicit list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExplicitEntry<'a> {
+pub(crate) enum ExplicitEntry<'a> {
     /// No regex metacharacter: `^entry$` matches exactly this name and nothing else.
     Name(&'a str),
     /// Anything else, matched as `^entry$` (which may fail to compile).
@@ -23,7 +23,7 @@ pub enum ExplicitEntry<'a> {
 const METACHARACTERS: &[char] = &['\\', '.', '+', '*', '?', '(', ')', '|', '[', ']', '{', '}', '^', '$'];
 
 impl<'a> ExplicitEntry<'a> {
-    pub fn parse(entry: &'a str) -> Self {
+    pub(crate) fn parse(entry: &'a str) -> Self {
         if entry.contains(METACHARACTERS) {
             ExplicitEntry::Pattern(entry)
         } else {
@@ -31,14 +31,14 @@ impl<'a> ExplicitEntry<'a> {
         }
     }
 
-    pub fn as_str(&self) -> &'a str {
+    pub(crate) fn as_str(&self) -> &'a str {
         match *self {
             ExplicitEntry::Name(s) | ExplicitEntry::Pattern(s) => s,
         }
     }
 
     /// Does the entry select `name`? An entry that is not a valid regex selects nothing.
-    pub fn matches(&self, name: &str) -> bool {
+    pub(crate) fn matches(&self, name: &str) -> bool {
         match *self {
             ExplicitEntry::Name(entry) => entry == name,
             ExplicitEntry::Pattern(entry) => compile(entry).is_ok_and(|re| re.is_match(name)),
@@ -47,24 +47,24 @@ impl<'a> ExplicitEntry<'a> {
 }
 
 /// The entries of a comma-separated explicit list, trimmed, empty ones dropped.
-pub fn explicit_entries(list: &str) -> impl Iterator<Item = ExplicitEntry<'_>> {
+pub(crate) fn explicit_entries(list: &str) -> impl Iterator<Item = ExplicitEntry<'_>> {
     split_list(list).map(ExplicitEntry::parse)
 }
 
 /// Does any entry of `list` select `name`? Invalid entries are skipped, the others still apply.
-pub fn list_matches(list: &str, name: &str) -> bool {
+pub(crate) fn list_matches(list: &str, name: &str) -> bool {
     explicit_entries(list).any(|entry| entry.matches(name))
 }
 
 /// Compiles an entry exactly as Stakater does: `^` + entry + `$`, without a group around the
 /// entry, so `a|b` means "starts with a, or ends with b" there and here alike.
-pub fn compile(entry: &str) -> Result<Regex, regex::Error> {
+pub(crate) fn compile(entry: &str) -> Result<Regex, regex::Error> {
     Regex::new(&format!("^{entry}$"))
 }
 
 /// The one-line reason a regex failed to compile (the crate's message spans several lines,
 /// drawing a caret under the offending character).
-pub fn short_regex_error(error: &regex::Error) -> String {
+pub(crate) fn short_regex_error(error: &regex::Error) -> String {
     let message = error.to_string();
     match message.lines().find_map(|line| line.trim().strip_prefix("error:")) {
         Some(reason) => reason.trim().to_owned(),

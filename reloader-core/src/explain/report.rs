@@ -46,101 +46,101 @@ use serde::Serialize;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Explanation {
-    pub workload: WorkloadSummary,
-    pub settings: SettingsSummary,
-    pub annotations: AnnotationSummary,
+    pub(crate) workload: WorkloadSummary,
+    pub(crate) settings: SettingsSummary,
+    pub(crate) annotations: AnnotationSummary,
     /// [`annotation_problems`], one line each.
-    pub problems: Vec<String>,
-    pub resources: Vec<ResourceExplanation>,
+    pub(crate) problems: Vec<String>,
+    pub(crate) resources: Vec<ResourceExplanation>,
     /// Markers on the pod template that no resource above accounts for (left by earlier reloads).
-    pub other_markers: Vec<OtherMarker>,
+    pub(crate) other_markers: Vec<OtherMarker>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct WorkloadSummary {
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-    pub containers: Vec<String>,
-    pub init_containers: Vec<String>,
-    pub not_watched: Option<String>,
-    pub pause_period: Option<String>,
+pub(crate) struct WorkloadSummary {
+    pub(crate) kind: String,
+    pub(crate) namespace: String,
+    pub(crate) name: String,
+    pub(crate) containers: Vec<String>,
+    pub(crate) init_containers: Vec<String>,
+    pub(crate) not_watched: Option<String>,
+    pub(crate) pause_period: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SettingsSummary {
-    pub strategy: String,
-    pub auto_reload_all: bool,
-    pub reload_on_create: bool,
-    pub dry_run: bool,
-    pub webhook_only: bool,
+pub(crate) struct SettingsSummary {
+    pub(crate) strategy: String,
+    pub(crate) auto_reload_all: bool,
+    pub(crate) reload_on_create: bool,
+    pub(crate) dry_run: bool,
+    pub(crate) webhook_only: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct AnnotationSummary {
-    pub workload: BTreeMap<String, String>,
-    pub pod_template: BTreeMap<String, String>,
-    pub in_effect: BTreeMap<String, String>,
-    pub patterns: Vec<PatternSummary>,
+pub(crate) struct AnnotationSummary {
+    pub(crate) workload: BTreeMap<String, String>,
+    pub(crate) pod_template: BTreeMap<String, String>,
+    pub(crate) in_effect: BTreeMap<String, String>,
+    pub(crate) patterns: Vec<PatternSummary>,
 }
 
 /// A regular-expression entry of an explicit list in effect, and what it selects.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PatternSummary {
-    pub kind: String,
-    pub annotation: String,
-    pub source: String,
-    pub pattern: String,
-    pub valid: bool,
-    pub matches: Vec<String>,
+pub(crate) struct PatternSummary {
+    pub(crate) kind: String,
+    pub(crate) annotation: String,
+    pub(crate) source: String,
+    pub(crate) pattern: String,
+    pub(crate) valid: bool,
+    pub(crate) matches: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ResourceExplanation {
-    pub kind: String,
-    pub name: String,
-    pub exists: bool,
-    pub ignored: bool,
-    pub matched: bool,
-    pub not_watched: Option<String>,
-    pub references: Vec<ReferenceSummary>,
-    pub decision: DecisionSummary,
-    pub current_hash: Option<String>,
-    pub marker: MarkerSummary,
-    pub reloads_on_controller_start: bool,
-    pub next_change: String,
+pub(crate) struct ResourceExplanation {
+    pub(crate) kind: String,
+    pub(crate) name: String,
+    pub(crate) exists: bool,
+    pub(crate) ignored: bool,
+    pub(crate) matched: bool,
+    pub(crate) not_watched: Option<String>,
+    pub(crate) references: Vec<ReferenceSummary>,
+    pub(crate) decision: DecisionSummary,
+    pub(crate) current_hash: Option<String>,
+    pub(crate) marker: MarkerSummary,
+    pub(crate) reloads_on_controller_start: bool,
+    pub(crate) next_change: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ReferenceSummary {
-    pub via: String,
-    pub container: Option<String>,
-    pub init: bool,
+pub(crate) struct ReferenceSummary {
+    pub(crate) via: String,
+    pub(crate) container: Option<String>,
+    pub(crate) init: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DecisionSummary {
-    pub reload: bool,
-    pub rule: Option<String>,
-    pub skip_reason: Option<String>,
-    pub container: Option<String>,
-    pub because: String,
+pub(crate) struct DecisionSummary {
+    pub(crate) reload: bool,
+    pub(crate) rule: Option<String>,
+    pub(crate) skip_reason: Option<String>,
+    pub(crate) container: Option<String>,
+    pub(crate) because: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MarkerSummary {
-    pub env_var: Option<String>,
-    pub annotation: Option<String>,
-    pub container: Option<String>,
-    pub recorded: Option<String>,
-    pub state: MarkerState,
-    pub matches_current: bool,
+pub(crate) struct MarkerSummary {
+    pub(crate) env_var: Option<String>,
+    pub(crate) annotation: Option<String>,
+    pub(crate) container: Option<String>,
+    pub(crate) recorded: Option<String>,
+    pub(crate) state: MarkerState,
+    pub(crate) matches_current: bool,
 }
 
 /// The recorded marker against the current hash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum MarkerState {
+pub(crate) enum MarkerState {
     /// Nothing recorded for this resource.
     None,
     /// The recorded hash is the current one.
@@ -152,9 +152,9 @@ pub enum MarkerState {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct OtherMarker {
-    pub marker: String,
-    pub container: Option<String>,
-    pub recorded: String,
-    pub resource: Option<String>,
+pub(crate) struct OtherMarker {
+    pub(crate) marker: String,
+    pub(crate) container: Option<String>,
+    pub(crate) recorded: String,
+    pub(crate) resource: Option<String>,
 }

@@ -157,24 +157,6 @@ fn updates_and_removals_keep_the_lookups_exact() {
     assert_eq!(index.workload(&other.view().key), Some(&other.view()));
 }
 
-#[test]
-fn remove_namespace() {
-    let mut index = index_of(&[
-        deployment("a").annotate(CM_RELOAD, "c, p-.*"),
-        deployment("b").in_namespace("gone").annotate(CM_RELOAD, "c, p-.*"),
-    ]);
-    index.upsert_resource(cm("c"));
-    index.upsert_resource(cm("c").in_namespace("gone"));
-    index.remove_namespace("gone");
-    assert_eq!(
-        index.stats(),
-        IndexStats { resources: 1, workloads: 1, reverse_entries: 1, pattern_holders: 1 }
-    );
-    assert!(index.candidates(&cm("c").in_namespace("gone").key).is_empty());
-    assert!(index.candidates(&cm("p-1").in_namespace("gone").key).is_empty());
-    assert_eq!(names(&index.candidates(&cm("c").key)), ["default/a"]);
-}
-
 fn marked(
     workload: TestWorkload,
     resource: &ResourceView,

@@ -11,7 +11,7 @@ use std::str::FromStr;
 pub struct SensitiveString(String);
 
 impl SensitiveString {
-    pub fn new(value: impl Into<String>) -> Self {
+    pub(crate) fn new(value: impl Into<String>) -> Self {
         SensitiveString(value.into())
     }
 
@@ -48,7 +48,7 @@ pub enum LogFormat {
 
 impl LogFormat {
     /// The flag value that selects this format (Stakater's: empty for text).
-    pub fn as_flag_value(self) -> &'static str {
+    pub(crate) fn as_flag_value(self) -> &'static str {
         match self {
             LogFormat::Text => "",
             LogFormat::Json => "json",
@@ -71,7 +71,7 @@ pub enum LogLevel {
 
 impl LogLevel {
     /// Case-insensitive, and `warn` for `warning`, as logrus reads it.
-    pub fn parse(text: &str) -> Option<Self> {
+    pub(crate) fn parse(text: &str) -> Option<Self> {
         Some(match text.to_ascii_lowercase().as_str() {
             "trace" => LogLevel::Trace,
             "debug" => LogLevel::Debug,
@@ -95,17 +95,6 @@ impl LogLevel {
             LogLevel::Panic => "panic",
         }
     }
-
-    /// The `tracing` level filter with the same effect; `fatal` and `panic` only let errors through.
-    pub fn tracing_directive(self) -> &'static str {
-        match self {
-            LogLevel::Trace => "trace",
-            LogLevel::Debug => "debug",
-            LogLevel::Info => "info",
-            LogLevel::Warning => "warn",
-            LogLevel::Error | LogLevel::Fatal | LogLevel::Panic => "error",
-        }
-    }
 }
 
 /// Where alerts go (`ALERT_SINK`); anything unknown gets the raw text, as in Stakater.
@@ -119,7 +108,7 @@ pub enum AlertSink {
 }
 
 impl AlertSink {
-    pub fn parse(text: &str) -> Self {
+    pub(crate) fn parse(text: &str) -> Self {
         match text.trim().to_ascii_lowercase().as_str() {
             "slack" => AlertSink::Slack,
             "teams" => AlertSink::Teams,
@@ -131,7 +120,7 @@ impl AlertSink {
 
 /// Parses a Go listen address: `:9090` (every IPv4 interface), `127.0.0.1:9090`, `[::1]:9090`,
 /// `localhost:9090`. Host names other than `localhost` would need DNS, so they are refused.
-pub fn parse_listen_addr(text: &str) -> Result<SocketAddr, String> {
+pub(crate) fn parse_listen_addr(text: &str) -> Result<SocketAddr, String> {
     const EXPECTED: &str = "expected [host]:port, with an IP address or localhost as host";
     let (host, port) = text.rsplit_once(':').ok_or(EXPECTED)?;
     let port: u16 = port.parse().map_err(|_| format!("{EXPECTED}; the port must be a number up to 65535"))?;
@@ -153,7 +142,7 @@ pub(super) fn addrs_overlap(a: SocketAddr, b: SocketAddr) -> bool {
 
 /// Splits one list-flag value as Go's flag package does (a CSV record: `,`-separated, fields
 /// may be double-quoted with `""` for a quote), then trims the entries and drops empty ones.
-pub fn split_flag_list(text: &str) -> Result<Vec<String>, String> {
+pub(crate) fn split_flag_list(text: &str) -> Result<Vec<String>, String> {
     let mut entries = Vec::new();
     let mut rest = text;
     loop {
@@ -276,29 +265,38 @@ mod tests {
 
     #[test]
     fn urls() {
-        assert_eq!(
-            redact_url("https://hooks.slack.com/services/T0/B0/secret"),
-            "https://hooks.slack.com/<redacted>"
-        );
-        assert_eq!(redact_url("http://user:pw@host:8080/"), "http://host:8080/");
-        assert_eq!(redact_url("http://host?token=1"), "http://host/<redacted>");
-        assert_eq!(redact_url("not a url"), "<redacted>");
-        assert!(is_http_url("http://collector:4318"));
-        assert!(is_http_url("https://x/y"));
-        assert!(!is_http_url("https://"));
-        assert!(!is_http_url("ftp://x"));
-        assert!(!is_http_url("collector:4318"));
+        let redacted = [
+            ("https://hooks.slack.com/services/T0/B0/secret", "https://hooks.slack.com/<redacted>"),
+            ("http://user:pw@host:8080/", "http://host:8080/"),
+            ("http://host?token=1", "http://host/<redacted>"),
+            ("not a url", "<redacted>"),
+        ];
+        for (url, expected) in redacted {
+            assert_eq!(redact_url(url), expected, "{url}");
+        }
+        let http = [
+            ("http://collector:4318", true),
+            ("https://x/y", true),
+            ("https://", false),
+            ("ftp://x", false),
+            ("collector:4318", false),
+        ];
+        for (url, expected) in http {
+            assert_eq!(is_http_url(url), expected, "{url}");
+        }
     }
 
     #[test]
     fn log_levels_and_sinks() {
-        assert_eq!(LogLevel::parse("WARN"), Some(LogLevel::Warning));
-        assert_eq!(LogLevel::parse("Panic"), Some(LogLevel::Panic));
-        assert_eq!(LogLevel::parse("loud"), None);
-        assert_eq!(LogLevel::Fatal.tracing_directive(), "error");
-        assert_eq!(AlertSink::parse(" Teams "), AlertSink::Teams);
-        assert_eq!(AlertSink::parse("gchat"), AlertSink::GoogleChat);
-        assert_eq!(AlertSink::parse("discord"), AlertSink::Raw);
+        let levels = [("WARN", Some(LogLevel::Warning)), ("Panic", Some(LogLevel::Panic)), ("loud", None)];
+        for (text, expected) in levels {
+            assert_eq!(LogLevel::parse(text), expected, "{text}");
+        }
+        let sinks =
+            [(" Teams ", AlertSink::Teams), ("gchat", AlertSink::GoogleChat), ("discord", AlertSink::Raw)];
+        for (text, expected) in sinks {
+            assert_eq!(AlertSink::parse(text), expected, "{text}");
+        }
         assert_eq!(format!("{:?}", SensitiveString::new("https://x/token")), "<redacted>");
     }
 }

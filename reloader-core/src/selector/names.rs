@@ -8,7 +8,7 @@ const DNS_LABEL_MAX: usize = 63;
 /// A qualified name: an optional DNS-subdomain prefix and `/`, then a name of at most 63
 /// alphanumerics, `-`, `_` or `.`, starting and ending with an alphanumeric. Label keys and
 /// annotation keys follow this rule.
-pub fn check_qualified_name(text: &str) -> Result<(), String> {
+pub(crate) fn check_qualified_name(text: &str) -> Result<(), String> {
     let (prefix, name) = match text.split_once('/') {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, text),
@@ -35,7 +35,7 @@ pub fn check_qualified_name(text: &str) -> Result<(), String> {
 
 /// A label value: empty, or at most 63 alphanumerics, `-`, `_` or `.`, starting and ending
 /// with an alphanumeric.
-pub fn check_label_value(text: &str) -> Result<(), String> {
+pub(crate) fn check_label_value(text: &str) -> Result<(), String> {
     if text.len() > LABEL_NAME_MAX {
         return Err(format!("must be at most {LABEL_NAME_MAX} characters"));
     }
@@ -49,7 +49,7 @@ pub fn check_label_value(text: &str) -> Result<(), String> {
 
 /// An RFC 1123 label (namespace names): at most 63 lowercase alphanumerics or `-`, starting
 /// and ending with an alphanumeric.
-pub fn check_dns_label(text: &str) -> Result<(), String> {
+pub(crate) fn check_dns_label(text: &str) -> Result<(), String> {
     if text.is_empty() {
         return Err("must not be empty".into());
     }
@@ -65,7 +65,7 @@ pub fn check_dns_label(text: &str) -> Result<(), String> {
 }
 
 /// An RFC 1123 subdomain (most object names): at most 253 characters, dot-separated labels.
-pub fn check_dns_subdomain(text: &str) -> Result<(), String> {
+pub(crate) fn check_dns_subdomain(text: &str) -> Result<(), String> {
     if text.is_empty() {
         return Err("must not be empty".into());
     }

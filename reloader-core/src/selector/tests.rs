@@ -113,12 +113,3 @@ fn entries_combine_with_and() {
     let error = LabelSelector::from_entries(["a=1", "b c"]).unwrap_err();
     assert_eq!(error.selector, "a=1,b c");
 }
-
-#[test]
-fn requirements_are_exposed() {
-    let selector: LabelSelector = "env in (a,b)".parse().unwrap();
-    let [requirement] = selector.requirements() else { panic!("one requirement") };
-    assert_eq!(requirement.key(), "env");
-    assert_eq!(requirement.operator(), Operator::In);
-    assert_eq!(requirement.values().iter().collect::<Vec<_>>(), ["a", "b"]);
-}
