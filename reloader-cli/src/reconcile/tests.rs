@@ -161,7 +161,11 @@ fn stage(setup: &Setup, workloads: &[WorkloadView], resources: &[ResourceView]) 
     let metrics = Metrics::new(false);
     let reconciler = Reconciler {
         config: ReconcileConfig {
-            decide: DecideOptions { auto_reload_all: false, strategy: setup.strategy },
+            decide: {
+                let mut decide = DecideOptions::default();
+                decide.strategy = setup.strategy;
+                decide
+            },
             keys: AnnotationKeys::default(),
             reload_on_create: setup.reload_on_create,
             reload_on_delete: setup.reload_on_delete,
@@ -438,7 +442,11 @@ fn sweep_with(
 ) -> (Vec<String>, (usize, usize)) {
     let stage = stage(setup, workloads, resources);
     let config = CatchUpConfig {
-        decide: DecideOptions { auto_reload_all: false, strategy: setup.strategy },
+        decide: {
+            let mut decide = DecideOptions::default();
+            decide.strategy = setup.strategy;
+            decide
+        },
         listed_as_created,
     };
     let index = stage.reconciler.index.read().unwrap();

@@ -1,7 +1,5 @@
 use std::time::{Duration, Instant};
 
-use reloader_core::options::SensitiveString;
-
 use super::*;
 use crate::notify::webhook::tests::CaptureServer;
 
@@ -21,8 +19,13 @@ fn notice() -> ReloadNotice {
 
 fn config(url: String, sink: &str, additional_info: Option<&str>) -> AlertConfig {
     AlertConfig {
-        url: SensitiveString::new(url),
-        sink: AlertSink::parse(sink),
+        url: url.parse().unwrap(),
+        sink: match sink.to_ascii_lowercase().as_str() {
+            "slack" => AlertSink::Slack,
+            "teams" => AlertSink::Teams,
+            "gchat" => AlertSink::GoogleChat,
+            _ => AlertSink::Raw,
+        },
         proxy: None,
         additional_info: additional_info.map(str::to_owned),
     }
@@ -111,7 +114,7 @@ async fn an_unreachable_sink_never_blocks_the_caller() {
 #[test]
 fn debug_output_hides_the_url_and_proxy() {
     let mut cfg = config("https://hooks.example/services/T000/B000/s3cr3t-token".into(), "slack", None);
-    cfg.proxy = Some(SensitiveString::new("http://user:proxy-password@proxy:3128"));
+    cfg.proxy = Some("http://user:proxy-password@proxy:3128".parse().unwrap());
     let printed = format!("{cfg:?}");
     assert!(!printed.contains("s3cr3t-token") && !printed.contains("proxy-password"), "{printed}");
 }
