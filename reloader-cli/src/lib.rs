@@ -1,16 +1,22 @@
-//! The reloader binary's library: everything that talks to a cluster, wired by `main.rs`.
+//! The reloader binary's library: everything that talks to a cluster, wired by `run.rs`.
+//!
+//! The flow, stage by stage: `sources` (the watches) feed `reconcile`, which keeps the index and
+//! asks the core's `decide` which workloads need a reload; the `executor` writes (the only module
+//! that does), gated by `leader`; `notify` reports what was done, `observe` exposes it;
+//! `supervise` owns every task. `admission` and `explain` answer from the same index, `kinds`
+//! registry and `views`.
 
-pub mod alerts;
+pub(crate) mod admission;
 pub mod args;
-pub mod controller;
-pub mod events;
+pub(crate) mod executor;
 pub mod explain;
-pub mod http;
+pub mod kinds;
 pub mod leader;
-pub mod memory;
 pub mod meta_info;
-pub mod metrics;
+pub(crate) mod notify;
+pub mod observe;
+mod reconcile;
 pub mod run;
-pub mod telemetry;
-pub mod webhook;
-pub mod webhook_notify;
+mod sources;
+mod supervise;
+mod views;

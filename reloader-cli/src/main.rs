@@ -9,7 +9,7 @@ use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory, Parser, Subcommand};
 use reloader_cli::args::RunArgs;
 use reloader_cli::explain::ExplainArgs;
-use reloader_cli::telemetry;
+use reloader_cli::observe::telemetry;
 use reloader_core::options::{LogFormat, Options};
 use reloader_sidecar::SidecarArgs;
 
@@ -42,7 +42,7 @@ enum Command {
 const EXIT_USAGE: u8 = 2;
 
 fn main() -> ExitCode {
-    reloader_cli::memory::limit_arenas();
+    reloader_cli::observe::memory::limit_arenas();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // --help and --version: printed to stdout, exit 0.

@@ -1,15 +1,35 @@
-//! `reloader run`: wires telemetry, the HTTP endpoints, leadership and the controller, and
-//! shuts them down in order on SIGTERM/Ctrl-C.
+//! `reloader run`, top to bottom: the client, the endpoints, leadership, the index, the watches
+//! feeding the reconciler, the executor writing, the pause timers, the catch-up on promotion and
+//! the admission webhook, every task owned by the supervisor; then an orderly shutdown.
 
-use anyhow::Context as _;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow};
+use reloader_core::index::Index;
 use reloader_core::options::Options;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::controller;
-use crate::http::{self, Health};
+use crate::admission::AdmissionState;
+use crate::executor::{Executor, ExecutorConfig, ExecutorIo, KubeWorkloadApi};
+use crate::kinds::EnabledKinds;
 use crate::leader::{ElectionConfig, Leadership};
-use crate::metrics::Metrics;
+use crate::notify::alerts::{AlertQueue, Alerter};
+use crate::notify::events::{EventPublisher, EventSink};
+use crate::notify::webhook::WebhookNotifier;
+use crate::observe::http::{self, Health};
+use crate::observe::metrics::Metrics;
+use crate::reconcile::catch_up::{CatchUp, CatchUpConfig};
+use crate::reconcile::pause::PauseTimers;
+use crate::reconcile::scope::ScopeFilter;
+use crate::reconcile::standby::{REPLAY_WINDOW, StandbyChanges};
+use crate::reconcile::{ReconcileConfig, Reconciler, ResourceNotifier, WorkQueue};
+use crate::sources::{self, SourcesConfig};
+use crate::supervise::Supervisor;
+
+/// How long the tasks get to finish after shutdown.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 pub async fn run(options: Options) -> anyhow::Result<()> {
     for warning in &options.warnings {
@@ -21,14 +41,18 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     let metrics = Metrics::new(options.metrics_count_by_namespace);
     let health = Health::new();
     let shutdown = CancellationToken::new();
-    spawn_signal_handler(shutdown.clone());
+    let mut supervisor = Supervisor::new(shutdown.clone(), health.clone());
 
-    let server = {
-        let (addr, metrics, health, shutdown) =
-            (options.metrics_addr, metrics.clone(), health.clone(), shutdown.clone());
-        tokio::spawn(async move { http::serve(addr, metrics, health, shutdown).await })
-    };
+    // SIGTERM or Ctrl-C starts the shutdown.
+    supervisor.spawn_service("signal handler", wait_for_signal(shutdown.clone()));
 
+    // /metrics, /live, /healthz, /readyz.
+    supervisor.spawn_service(
+        "metrics and health server",
+        http::serve(options.metrics_addr, metrics.clone(), health.clone(), shutdown.clone()),
+    );
+
+    // Leadership: the Lease campaign with --enable-ha, otherwise always the leader.
     let identity = options.pod_name.clone().unwrap_or_else(hostname);
     let leadership = match &options.leader_election {
         Some(le) => {
@@ -45,7 +69,14 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
                 release_on_cancel: le.release_on_cancel,
             };
             info!(lease = %config.lease_name, namespace = %config.namespace, %identity, "high availability: campaigning for the lease");
-            Leadership::elect(election_client, config, metrics.clone(), shutdown.clone())
+            let (leadership, campaign) =
+                Leadership::elect(election_client, config, metrics.clone(), shutdown.clone());
+            // The campaign outlives the shutdown: it releases the Lease once the writes are done.
+            supervisor.spawn_service("leader election", async move {
+                campaign.await;
+                Ok(())
+            });
+            leadership
         }
         None => Leadership::always(identity),
     };
@@ -65,37 +96,160 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         }
     }
 
-    let controller = controller::run(client, options, metrics, health.clone(), &leadership, shutdown.clone());
-    let result = tokio::select! {
-        r = controller => r,
-        r = server => match r {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(e),
-            Err(e) => Err(e.into()),
-        },
+    // Which kinds to watch, and the shared state the stages read.
+    let kinds = EnabledKinds::resolve(&client, &options).await.context("discovering workload kinds")?;
+    info!(kinds = %kinds, strategy = options.strategy.as_str(), "starting controller");
+    let index = Arc::new(RwLock::new(Index::default()));
+    let scope = ScopeFilter::new(&options.namespace_scope);
+    let events: Arc<dyn EventSink> =
+        Arc::new(EventPublisher::new(client.clone(), leadership.identity().to_string()));
+    let alerts: Option<Arc<dyn AlertQueue>> = match &options.alert {
+        Some(cfg) => {
+            let (alerter, delivery) = Alerter::new(cfg, metrics.clone())?;
+            supervisor.spawn("alert delivery", async move {
+                delivery.await;
+                Ok(())
+            });
+            Some(Arc::new(alerter))
+        }
+        None => None,
     };
+    let notifier: Option<Box<dyn ResourceNotifier>> = match &options.webhook_url {
+        Some(url) => {
+            Some(Box::new(Arc::new(WebhookNotifier::new(url.expose().to_string(), metrics.clone())?)))
+        }
+        None => None,
+    };
+
+    // The executor: the single writer, gated by leadership. Once `shutdown` fires it finishes
+    // the writes in flight (bounded), and only then may the Lease be released.
+    let (executor, dispatch) = Executor::new(
+        ExecutorConfig {
+            coalesce_period: options.coalesce_period,
+            max_writes_per_second: options.max_writes_per_second,
+            dry_run: options.dry_run,
+            keys: options.keys.clone(),
+        },
+        ExecutorIo {
+            api: Arc::new(KubeWorkloadApi::new(client.clone())),
+            events: events.clone(),
+            alerts,
+            leader: leadership.subscribe(),
+            metrics: metrics.clone(),
+        },
+        shutdown.clone(),
+    );
+    let (executor_done, executor_finished) = tokio::sync::oneshot::channel::<()>();
+    supervisor.spawn_service("executor", async move {
+        let result = dispatch.await;
+        let _ = executor_done.send(());
+        result
+    });
+    let queue: Arc<dyn WorkQueue> = Arc::new(executor);
+
+    // The admission webhook, when configured: it answers from the same index and rules.
+    if let Some(config) = options.admission_webhook.clone() {
+        let state = Arc::new(AdmissionState {
+            index: index.clone(),
+            keys: options.keys.clone(),
+            decide: options.decide_options(),
+            dry_run: options.dry_run,
+            metrics: metrics.clone(),
+            scope: scope.clone(),
+            kinds: kinds.clone(),
+        });
+        supervisor
+            .spawn_service("admission webhook", crate::admission::serve(state, config, shutdown.clone()));
+    }
+
+    // Reconcile: every watch event goes through it.
+    let pauses = PauseTimers::default();
+    let standby = Arc::new(StandbyChanges::new(REPLAY_WINDOW));
+    let reconciler = Arc::new(Reconciler {
+        config: ReconcileConfig::new(&options),
+        index: index.clone(),
+        scope: scope.clone(),
+        leader: leadership.subscribe(),
+        metrics: metrics.clone(),
+        queue: queue.clone(),
+        notifier,
+        events,
+        pauses: pauses.clone(),
+        standby: standby.clone(),
+    });
+
+    // The watches.
+    let mut synced = Vec::new();
+    for watch in
+        sources::watches(&client, &SourcesConfig::new(&options), &kinds, &reconciler, &scope, &metrics)
+    {
+        synced.push(watch.synced);
+        supervisor.spawn(watch.name, async move {
+            watch.task.await;
+            Err(anyhow!("the watch stream ended"))
+        });
+    }
+
+    // Pause periods end on time on whichever replica leads.
+    supervisor.spawn("pause timers", {
+        let (leader, queue) = (leadership.subscribe(), queue.clone());
+        async move {
+            pauses.run(leader, queue).await;
+            Ok(())
+        }
+    });
+
+    // Ready once every watch listed; a sweep on each promotion.
+    let catch_up = CatchUp {
+        config: CatchUpConfig::new(&options),
+        index,
+        scope,
+        standby,
+        queue,
+        metrics,
+        health: health.clone(),
+    };
+    supervisor.spawn("catch-up", {
+        let leader = leadership.subscribe();
+        async move {
+            catch_up.run(synced, leader).await;
+            Ok(())
+        }
+    });
+
+    // Until SIGTERM, or until a task fails.
+    let result = supervisor.watch().await;
+
     shutdown.cancel();
     health.set_ready(false);
+    drop(reconciler);
+    if tokio::time::timeout(SHUTDOWN_GRACE * 3, executor_finished).await.is_err() {
+        warn!("the executor did not finish its writes in time");
+    }
     leadership.finished().await;
+    supervisor.finish(SHUTDOWN_GRACE).await;
     info!("stopped");
     result
 }
 
-fn spawn_signal_handler(shutdown: CancellationToken) {
-    tokio::spawn(async move {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(e) => {
-                warn!(error = %e, "cannot listen for SIGTERM");
-                return;
-            }
-        };
-        tokio::select! {
-            _ = term.recv() => info!("SIGTERM: shutting down"),
-            _ = tokio::signal::ctrl_c() => info!("interrupt: shutting down"),
+/// Returns when SIGTERM or Ctrl-C arrives, having started the shutdown.
+async fn wait_for_signal(shutdown: CancellationToken) -> anyhow::Result<()> {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            warn!(error = %e, "cannot listen for SIGTERM");
+            // Ctrl-C and the other tasks still work; this task just has nothing to do.
+            shutdown.cancelled().await;
+            return Ok(());
         }
-        shutdown.cancel();
-    });
+    };
+    tokio::select! {
+        _ = term.recv() => info!("SIGTERM: shutting down"),
+        _ = tokio::signal::ctrl_c() => info!("interrupt: shutting down"),
+        () = shutdown.cancelled() => return Ok(()),
+    }
+    shutdown.cancel();
+    Ok(())
 }
 
 fn hostname() -> String {

@@ -19,22 +19,23 @@ use std::time::Duration;
 
 use kube::Client;
 use kube_leader_election::{LeaseLockParams, LeaseLockResult};
+use std::future::Future;
+
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 pub use lock::{CasLeaseLock, ElectionLock};
 
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 
 /// Consecutive failed rounds between two warnings while the Lease API is unreachable.
 const WARN_EVERY_FAILURES: u32 = 10;
 
 /// Leader-election settings (compat.md §1, Stakater's v2 flags).
 #[derive(Debug, Clone)]
-pub struct ElectionConfig {
+pub(crate) struct ElectionConfig {
     pub lease_name: String,
     pub namespace: String,
     pub identity: String,
@@ -45,7 +46,7 @@ pub struct ElectionConfig {
 }
 
 /// Whether this replica may write, as a watch channel.
-pub struct Leadership {
+pub(crate) struct Leadership {
     identity: String,
     rx: watch::Receiver<bool>,
     role: Role,
@@ -57,26 +58,26 @@ enum Role {
         _sender: watch::Sender<bool>,
     },
     Elected {
-        task: JoinHandle<()>,
         resign: CancellationToken,
     },
 }
 
 impl Leadership {
     /// Without HA the single replica always leads.
-    pub fn always(identity: String) -> Self {
+    pub(crate) fn always(identity: String) -> Self {
         let (tx, rx) = watch::channel(true);
         Leadership { identity, rx, role: Role::Always { _sender: tx } }
     }
 
-    /// Campaigns for the Lease until `shutdown`. `client` should be used for nothing else, so
-    /// that a busy controller cannot starve renewals.
-    pub fn elect(
+    /// Campaigns for the Lease until `shutdown`; the campaign is the returned future, for the
+    /// supervisor to run. `client` should be used for nothing else, so that a busy controller
+    /// cannot starve renewals.
+    pub(crate) fn elect(
         client: Client,
         config: ElectionConfig,
         metrics: Arc<Metrics>,
         shutdown: CancellationToken,
-    ) -> Self {
+    ) -> (Self, impl Future<Output = ()> + Send + 'static) {
         let params = LeaseLockParams {
             lease_name: config.lease_name.clone(),
             holder_id: config.identity.clone(),
@@ -87,38 +88,37 @@ impl Leadership {
     }
 
     /// [`Self::elect`] with any lock.
-    pub fn elect_with<L: ElectionLock>(
+    pub(crate) fn elect_with<L: ElectionLock>(
         lock: L,
         config: ElectionConfig,
         metrics: Arc<Metrics>,
         shutdown: CancellationToken,
-    ) -> Self {
+    ) -> (Self, impl Future<Output = ()> + Send + 'static) {
         let (tx, rx) = watch::channel(false);
         let identity = config.identity.clone();
         let resign = CancellationToken::new();
         let campaign = Campaign { lock, config, metrics, tx, failures: 0 };
-        let task = tokio::spawn(campaign.run(shutdown, resign.clone()));
-        Leadership { identity, rx, role: Role::Elected { task, resign } }
+        let leadership = Leadership { identity, rx, role: Role::Elected { resign: resign.clone() } };
+        (leadership, campaign.run(shutdown, resign))
     }
 
-    pub fn subscribe(&self) -> watch::Receiver<bool> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<bool> {
         self.rx.clone()
     }
 
-    pub fn identity(&self) -> &str {
+    pub(crate) fn identity(&self) -> &str {
         &self.identity
-    }
-
-    pub fn is_leader(&self) -> bool {
-        *self.rx.borrow()
     }
 
     /// Call after shutdown, once the writes in flight are done: releases the Lease (when
     /// configured) so a standby takes over without waiting for it to expire.
-    pub async fn finished(self) {
-        if let Role::Elected { task, resign } = self.role {
+    pub(crate) async fn finished(self) {
+        if let Role::Elected { resign } = self.role {
             resign.cancel();
-            if tokio::time::timeout(Duration::from_secs(5), task).await.is_err() {
+            // The campaign owns the sender: the channel closes when it has released the Lease.
+            let mut rx = self.rx;
+            let released = async { while rx.changed().await.is_ok() {} };
+            if tokio::time::timeout(Duration::from_secs(5), released).await.is_err() {
                 warn!("leader election did not finish within 5s");
             }
         }

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{ElectionConfig, ElectionLock, Leadership};
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 
 const LEASE: Duration = Duration::from_secs(4);
 const RENEW: Duration = Duration::from_secs(3);
@@ -111,7 +111,9 @@ fn candidate(answer: Answer, release_on_cancel: bool) -> Candidate {
         retry_period: RETRY,
         release_on_cancel,
     };
-    let leadership = Leadership::elect_with(lock.clone(), config, metrics.clone(), shutdown.clone());
+    let (leadership, campaign) =
+        Leadership::elect_with(lock.clone(), config, metrics.clone(), shutdown.clone());
+    tokio::spawn(campaign);
     Candidate { lock, leadership, metrics, shutdown }
 }
 
@@ -140,7 +142,7 @@ async fn leads_and_keeps_leading_while_renewals_succeed() {
     rx.mark_unchanged();
     tokio::time::sleep(LEASE * 5).await;
     assert!(!rx.has_changed().unwrap(), "leadership flickered");
-    assert!(c.leadership.is_leader());
+    assert!(*c.leadership.subscribe().borrow());
     assert_eq!(c.sample("reloader_leader"), "reloader_leader 1");
     assert_eq!(c.sample("reloader_leader_transitions_total"), "reloader_leader_transitions_total 1");
 }
@@ -189,7 +191,7 @@ async fn seeing_another_holder_demotes_at_once() {
 async fn a_standby_never_leads_while_another_holds_the_lease() {
     let c = candidate(Answer::HeldByOther, true);
     tokio::time::sleep(LEASE * 5).await;
-    assert!(!c.leadership.is_leader());
+    assert!(!*c.leadership.subscribe().borrow());
     assert_eq!(c.sample("reloader_leader_transitions_total"), "reloader_leader_transitions_total 0");
     c.lock.answer(Answer::Grant);
     c.until_leading(true).await;

@@ -1,0 +1,165 @@
+//! The opt-in mutating admission webhook (`--admission-webhook`, beyond.md §3): HTTPS on
+//! `--webhook-addr` with the certificate from `--webhook-tls-cert`/`--webhook-tls-key`:
+//!
+//! - `POST /mutate`: an AdmissionReview v1 for a workload, answered with the JSON patch that
+//!   keeps its markers across a re-apply (UPDATE) or stamps them with the current hashes
+//!   (CREATE). Always allowed: this webhook never blocks a write, and it answers from the index
+//!   in memory without calling the API server;
+//! - `GET /healthz`: 200 while the server runs.
+//!
+//! The certificate files are polled and a renewed pair is served without a restart.
+
+mod review;
+mod server;
+mod tls;
+
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionReview};
+use reloader_core::annotations::AnnotationKeys;
+use reloader_core::decide::DecideOptions;
+use reloader_core::index::Index;
+use reloader_core::options::AdmissionWebhook;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+use crate::kinds::EnabledKinds;
+use crate::observe::metrics::{AdmissionOperation, AdmissionOutcome, Metrics};
+use crate::reconcile::scope::ScopeFilter;
+
+use tls::ReloadingCertificate;
+
+/// What a review reads: the index the watches keep, the rules the controller decides by, and
+/// where to count answers. Nothing here calls the API server.
+pub(crate) struct AdmissionState {
+    pub(crate) index: Arc<RwLock<Index>>,
+    pub(crate) keys: AnnotationKeys,
+    pub(crate) decide: DecideOptions,
+    /// `--dry-run`: answer as if, but never patch.
+    pub(crate) dry_run: bool,
+    /// Which namespaces are in scope right now (namespace selector and ignore list).
+    pub(crate) scope: ScopeFilter,
+    /// The workload kinds this controller rolls.
+    pub(crate) kinds: EnabledKinds,
+    pub(crate) metrics: Arc<Metrics>,
+}
+
+/// How often the certificate files are checked for a renewal.
+const CERTIFICATE_POLL: Duration = Duration::from_secs(5);
+/// AdmissionReviews carry two copies of a workload; anything larger than this is not one.
+const MAX_REVIEW_BYTES: usize = 8 * 1024 * 1024;
+
+/// Runs the webhook until `shutdown`. A webhook that cannot start (the address is taken, the
+/// certificate does not load) stops the whole process: the flag asked for it, and a replica
+/// that silently lacks it would hide the problem until the next re-apply rolls a workload.
+pub async fn serve(
+    ctx: Arc<AdmissionState>,
+    config: AdmissionWebhook,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let result = run(ctx, &config, shutdown.clone()).await;
+    if let Err(e) = &result {
+        error!(error = format!("{e:#}"), "admission webhook cannot serve; shutting down");
+    }
+    result.context("admission webhook")
+}
+
+async fn run(
+    ctx: Arc<AdmissionState>,
+    config: &AdmissionWebhook,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let certificate = Arc::new(
+        ReloadingCertificate::load(&config.tls_cert, &config.tls_key, provider)
+            .context("loading the webhook certificate")?,
+    );
+    let acceptor = server::acceptor(certificate.server_config()?);
+    let listener = TcpListener::bind(config.addr)
+        .await
+        .with_context(|| format!("listening on {} (--webhook-addr)", config.addr))?;
+    info!(addr = %config.addr, cert = %config.tls_cert.display(), "admission webhook serving");
+    // Both end on `shutdown`; the certificate poller is owned here, not left running detached.
+    tokio::join!(
+        watch_certificate(certificate, shutdown.clone()),
+        server::serve_tls(listener, acceptor, router(ctx), shutdown),
+    );
+    Ok(())
+}
+
+fn router(ctx: Arc<AdmissionState>) -> Router {
+    Router::new()
+        .route("/mutate", post(mutate))
+        .route("/healthz", get(|| async { "ok" }))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_REVIEW_BYTES))
+        .with_state(ctx)
+}
+
+async fn mutate(State(ctx): State<Arc<AdmissionState>>, body: Bytes) -> Response {
+    let started = Instant::now();
+    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(&body) {
+        Ok(review) => review,
+        Err(e) => {
+            ctx.metrics.admission(AdmissionOperation::Unknown, AdmissionOutcome::Error, started.elapsed());
+            // Not an AdmissionReview: an error, so the API server applies the failure policy.
+            // Where, not what: the message could quote the object.
+            let message = format!(
+                "not an AdmissionReview ({:?} error at line {} column {})",
+                e.classify(),
+                e.line(),
+                e.column()
+            );
+            return (StatusCode::BAD_REQUEST, message).into_response();
+        }
+    };
+    let request: AdmissionRequest<DynamicObject> = match review.try_into() {
+        Ok(request) => request,
+        Err(e) => {
+            ctx.metrics.admission(AdmissionOperation::Unknown, AdmissionOutcome::Error, started.elapsed());
+            return (StatusCode::BAD_REQUEST, format!("an AdmissionReview without a request: {e}"))
+                .into_response();
+        }
+    };
+    let (response, outcome) = review::review(&ctx, &request);
+    let operation = operation_label(&request);
+    ctx.metrics.admission(operation, outcome, started.elapsed());
+    axum::Json(response.into_review()).into_response()
+}
+
+fn operation_label(request: &AdmissionRequest<DynamicObject>) -> AdmissionOperation {
+    use kube::core::admission::Operation;
+    match request.operation {
+        Operation::Create => AdmissionOperation::Create,
+        Operation::Update => AdmissionOperation::Update,
+        Operation::Delete => AdmissionOperation::Delete,
+        Operation::Connect => AdmissionOperation::Connect,
+    }
+}
+
+async fn watch_certificate(certificate: Arc<ReloadingCertificate>, shutdown: CancellationToken) {
+    let mut ticks = tokio::time::interval(CERTIFICATE_POLL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        match certificate.refresh() {
+            Ok(true) => info!("admission webhook: certificate files changed; serving the new certificate"),
+            Ok(false) => {}
+            Err(e) => {
+                warn!(error = %e, "admission webhook: the changed certificate files do not load; keeping the previous certificate")
+            }
+        }
+    }
+}

@@ -1,0 +1,1097 @@
+//! The executor and its writer against a scripted API (no cluster): queueing, coalescing,
+//! the leader gate, retries, and what is reported. Time is paused, so waits cost nothing.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::Patch;
+use kube::core::Status;
+use reloader_core::annotations::AnnotationKeys;
+use reloader_core::markers::{MarkerAction, MarkerChange, apply_to_template};
+use reloader_core::model::{
+    ContentHash, ReloadStrategy, ResourceKey, ResourceKind, WorkloadKey, WorkloadKind,
+};
+use reloader_workload_argo::Rollout;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+use crate::kinds::Loaded;
+use crate::notify::alerts::ReloadNotice;
+use crate::notify::events::EventReason;
+
+const NS: &str = "team-a";
+
+// ---- fakes ----------------------------------------------------------------------------------
+
+#[derive(Clone)]
+enum Stored {
+    Deployment(Deployment),
+    Job(Job),
+    Rollout(Rollout),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Call {
+    Load(String),
+    Patch { name: String, kind: &'static str, body: Value },
+    ResourceVersion(String),
+    CreateJob(String),
+    DeleteJob(String),
+    JobExists(String),
+}
+
+/// A scripted API server: objects to read, and the statuses the next patches fail with.
+#[derive(Default)]
+struct FakeApi {
+    objects: Mutex<HashMap<WorkloadKey, Stored>>,
+    /// Each patch takes the next entry: a status to fail with; none left means success.
+    patch_failures: Mutex<VecDeque<u16>>,
+    /// Answered by `resource_version` (the object's version "now").
+    current_version: Mutex<Option<String>>,
+    /// How many `job_exists` polls still see the deleted Job.
+    job_lingers: Mutex<u32>,
+    delete_status: Mutex<Option<u16>>,
+    /// When set, the first patch demotes this replica (and fails with 409).
+    demote_on_patch: Mutex<Option<watch::Sender<bool>>>,
+    calls: Mutex<Vec<Call>>,
+}
+
+fn api_error(code: u16) -> kube::Error {
+    kube::Error::Api(Box::new(Status::failure(&format!("scripted {code}"), "Scripted").with_code(code)))
+}
+
+impl FakeApi {
+    fn put(&self, key: &WorkloadKey, object: Stored) {
+        self.objects.lock().unwrap().insert(key.clone(), object);
+    }
+
+    fn fail_patches(&self, codes: &[u16]) {
+        self.patch_failures.lock().unwrap().extend(codes);
+    }
+
+    fn calls(&self) -> Vec<Call> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    fn patches(&self) -> Vec<(String, &'static str, Value)> {
+        self.calls()
+            .into_iter()
+            .filter_map(|c| match c {
+                Call::Patch { name, kind, body } => Some((name, kind, body)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn record(&self, call: Call) {
+        self.calls.lock().unwrap().push(call);
+    }
+}
+
+#[async_trait]
+impl WorkloadApi for FakeApi {
+    async fn load(&self, key: &WorkloadKey) -> Result<Option<Loaded>, kube::Error> {
+        self.record(Call::Load(key.name.to_string()));
+        Ok(self.objects.lock().unwrap().get(key).cloned().map(|stored| match stored {
+            Stored::Deployment(d) => Loaded::Deployment(d),
+            Stored::Job(j) => Loaded::Job(j),
+            Stored::Rollout(r) => Loaded::Rollout(r),
+        }))
+    }
+
+    async fn resource_version(&self, key: &WorkloadKey) -> Result<Option<String>, kube::Error> {
+        self.record(Call::ResourceVersion(key.name.to_string()));
+        Ok(self.current_version.lock().unwrap().clone())
+    }
+
+    async fn patch(&self, key: &WorkloadKey, patch: &Patch<Value>) -> Result<(), kube::Error> {
+        let (kind, body) = match patch {
+            Patch::Strategic(body) => ("strategic", body.clone()),
+            Patch::Merge(body) => ("merge", body.clone()),
+            Patch::Json(ops) => ("json", serde_json::to_value(ops).unwrap()),
+            _ => ("other", Value::Null),
+        };
+        self.record(Call::Patch { name: key.name.to_string(), kind, body });
+        if let Some(leader) = self.demote_on_patch.lock().unwrap().take() {
+            leader.send_replace(false);
+            return Err(api_error(409));
+        }
+        match self.patch_failures.lock().unwrap().pop_front() {
+            Some(code) => Err(api_error(code)),
+            None => Ok(()),
+        }
+    }
+
+    async fn create_job(&self, _namespace: &str, job: &Job) -> Result<(), kube::Error> {
+        self.record(Call::CreateJob(job.metadata.name.clone().unwrap_or_default()));
+        Ok(())
+    }
+
+    async fn delete_job(&self, _namespace: &str, name: &str) -> Result<(), kube::Error> {
+        self.record(Call::DeleteJob(name.to_owned()));
+        match *self.delete_status.lock().unwrap() {
+            Some(code) => Err(api_error(code)),
+            None => Ok(()),
+        }
+    }
+
+    async fn job_exists(&self, _namespace: &str, name: &str) -> Result<bool, kube::Error> {
+        self.record(Call::JobExists(name.to_owned()));
+        let mut lingers = self.job_lingers.lock().unwrap();
+        if *lingers == 0 {
+            return Ok(false);
+        }
+        *lingers -= 1;
+        Ok(true)
+    }
+}
+
+#[derive(Default)]
+struct FakeEvents(Mutex<Vec<(String, EventReason, String)>>);
+
+#[async_trait]
+impl EventSink for FakeEvents {
+    async fn publish(&self, workload: &WorkloadKey, reason: EventReason, message: &str) {
+        self.0.lock().unwrap().push((workload.name.to_string(), reason, message.to_owned()));
+    }
+}
+
+impl FakeEvents {
+    fn recorded(&self) -> Vec<(String, EventReason, String)> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+#[derive(Default)]
+struct FakeAlerts(Mutex<Vec<ReloadNotice>>);
+
+impl AlertQueue for FakeAlerts {
+    fn send(&self, notice: ReloadNotice) {
+        self.0.lock().unwrap().push(notice);
+    }
+}
+
+// ---- fixtures -------------------------------------------------------------------------------
+
+fn key(kind: WorkloadKind, name: &str) -> WorkloadKey {
+    WorkloadKey::new(kind, NS, name)
+}
+
+fn deployment(name: &str) -> Deployment {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": NS, "resourceVersion": "10"},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "app", "image": "app:1"}]},
+            },
+        },
+    }))
+    .unwrap()
+}
+
+fn paused_deployment(name: &str) -> Deployment {
+    let mut d = deployment(name);
+    let keys = AnnotationKeys::default();
+    d.metadata.annotations =
+        Some([(keys.paused_at.clone(), "2026-01-01T00:00:00Z".to_owned())].into_iter().collect());
+    d.spec.as_mut().unwrap().paused = Some(true);
+    d
+}
+
+/// A Deployment that already carries the marker `change` would write.
+fn current_deployment(name: &str, change: &MarkerChange) -> Deployment {
+    let mut d = deployment(name);
+    let template = &mut d.spec.as_mut().unwrap().template;
+    assert!(apply_to_template(template, std::slice::from_ref(change), &AnnotationKeys::default(), 0));
+    d
+}
+
+fn job(name: &str) -> Job {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": NS, "resourceVersion": "5", "uid": "u-1"},
+        "spec": {
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "task", "image": "task:1"}]},
+            },
+        },
+    }))
+    .unwrap()
+}
+
+fn rollout(name: &str) -> Rollout {
+    serde_json::from_value(json!({
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Rollout",
+        "metadata": {"name": name, "namespace": NS, "resourceVersion": "77"},
+        "spec": {
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "app", "image": "app:1"}]},
+            },
+        },
+    }))
+    .unwrap()
+}
+
+fn change(resource: &str, hash_byte: u8, strategy: ReloadStrategy) -> MarkerChange {
+    MarkerChange {
+        resource: ResourceKey::new(ResourceKind::ConfigMap, NS, resource),
+        action: MarkerAction::Set(ContentHash([hash_byte; 20])),
+        strategy,
+        container: 0,
+    }
+}
+
+fn env_change(resource: &str, hash_byte: u8) -> MarkerChange {
+    change(resource, hash_byte, ReloadStrategy::EnvVars)
+}
+
+struct Harness {
+    executor: Executor,
+    api: Arc<FakeApi>,
+    events: Arc<FakeEvents>,
+    alerts: Arc<FakeAlerts>,
+    metrics: Arc<Metrics>,
+    leader: watch::Sender<bool>,
+    shutdown: CancellationToken,
+    task: JoinHandle<anyhow::Result<()>>,
+}
+
+#[derive(Clone)]
+struct Setup {
+    coalesce_period: Duration,
+    max_writes_per_second: f64,
+    dry_run: bool,
+    leading: bool,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup { coalesce_period: Duration::ZERO, max_writes_per_second: 0.0, dry_run: false, leading: true }
+    }
+}
+
+fn start(setup: Setup) -> Harness {
+    let api = Arc::new(FakeApi::default());
+    let events = Arc::new(FakeEvents::default());
+    let alerts = Arc::new(FakeAlerts::default());
+    let metrics = Metrics::new(false);
+    let (leader, leader_rx) = watch::channel(setup.leading);
+    let shutdown = CancellationToken::new();
+    let (executor, dispatch) = Executor::new(
+        ExecutorConfig {
+            coalesce_period: setup.coalesce_period,
+            max_writes_per_second: setup.max_writes_per_second,
+            dry_run: setup.dry_run,
+            keys: AnnotationKeys::default(),
+        },
+        ExecutorIo {
+            api: api.clone(),
+            events: events.clone(),
+            alerts: Some(alerts.clone()),
+            leader: leader_rx,
+            metrics: metrics.clone(),
+        },
+        shutdown.clone(),
+    );
+    let task = tokio::spawn(dispatch);
+    Harness { executor, api, events, alerts, metrics, leader, shutdown, task }
+}
+
+impl Harness {
+    fn reload(&self, key: &WorkloadKey, changes: Vec<MarkerChange>) {
+        self.executor.enqueue(key.clone(), Work::Reload(changes), std::time::Instant::now());
+    }
+
+    /// Lets every timer that is due within `for_` fire, and the writes run.
+    async fn settle(&self, for_: Duration) {
+        tokio::time::sleep(for_).await;
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.task.await.expect("the dispatch loop does not panic").expect("the dispatch loop ends cleanly");
+    }
+
+    /// The value of one sample line, e.g. `reloader_retries_total`; 0 when absent.
+    fn sample(&self, series: &str) -> f64 {
+        let text = self.metrics.encode();
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
+            .map_or(0.0, |v| v.parse().unwrap())
+    }
+
+    fn reasons(&self) -> Vec<EventReason> {
+        self.events.recorded().into_iter().map(|(_, reason, _)| reason).collect()
+    }
+}
+
+const SETTLE: Duration = Duration::from_secs(120);
+
+// ---- the writer: outcomes of one write --------------------------------------------------------
+
+/// One reload of a Deployment, against an API scripted by `prepare`; what came of it.
+struct WriteCase {
+    name: &'static str,
+    setup: Setup,
+    prepare: fn(&FakeApi, &WorkloadKey),
+    patches: usize,
+    events: &'static [EventReason],
+    alerts: usize,
+    /// Sample lines expected with their values.
+    samples: &'static [(&'static str, f64)],
+}
+
+fn deployment_exists(api: &FakeApi, key: &WorkloadKey) {
+    api.put(key, Stored::Deployment(deployment(&key.name)));
+}
+
+const WRITE_CASES: &[WriteCase] = &[
+    WriteCase {
+        name: "a plain write succeeds at once",
+        setup: Setup {
+            coalesce_period: Duration::ZERO,
+            max_writes_per_second: 0.0,
+            dry_run: false,
+            leading: true,
+        },
+        prepare: deployment_exists,
+        patches: 1,
+        events: &[EventReason::Reloaded],
+        alerts: 1,
+        samples: &[
+            ("reloader_reload_executed_total{success=\"true\"}", 1.0),
+            ("reloader_action_total{workload_kind=\"Deployment\",result=\"success\"}", 1.0),
+            ("reloader_action_latency_seconds_count{workload_kind=\"Deployment\"}", 1.0),
+            ("reloader_reload_latency_seconds_count", 1.0),
+            ("reloader_retries_total", 0.0),
+            ("reloader_workqueue_adds_total", 1.0),
+            ("reloader_workqueue_latency_seconds_count", 1.0),
+        ],
+    },
+    WriteCase {
+        name: "a conflict is re-read and retried, then succeeds",
+        setup: Setup {
+            coalesce_period: Duration::ZERO,
+            max_writes_per_second: 0.0,
+            dry_run: false,
+            leading: true,
+        },
+        prepare: |api, key| {
+            deployment_exists(api, key);
+            api.fail_patches(&[409, 409]);
+        },
+        patches: 3,
+        events: &[EventReason::Reloaded],
+        alerts: 1,
+        samples: &[
+            ("reloader_retries_total", 2.0),
+            ("reloader_reload_executed_total{success=\"true\"}", 1.0),
+            ("reloader_errors_total{type=\"conflict\"}", 0.0),
+        ],
+    },
+    WriteCase {
+        name: "conflicts without end give up after 20 retries",
+        setup: Setup {
+            coalesce_period: Duration::ZERO,
+            max_writes_per_second: 0.0,
+            dry_run: false,
+            leading: true,
+        },
+        prepare: |api, key| {
+            deployment_exists(api, key);
+            api.fail_patches(&[409; 30]);
+        },
+        patches: 21,
+        events: &[EventReason::ReloadFail],
+        alerts: 0,
+        samples: &[
+            ("reloader_retries_total", 20.0),
+            ("reloader_errors_total{type=\"conflict\"}", 1.0),
+            ("reloader_reload_executed_total{success=\"false\"}", 1.0),
+            ("reloader_action_total{workload_kind=\"Deployment\",result=\"error\"}", 1.0),
+        ],
+    },
+    WriteCase {
+        name: "a 503 is retried with backoff, then succeeds",
+        setup: Setup {
+            coalesce_period: Duration::ZERO,
+            max_writes_per_second: 0.0,
+            dry_run: false,
+            leading: true,
+        },
+        prepare: |api, key| {
+            deployment_exists(api, key);
+            api.fail_patches(&[503, 500]);
+        },
+        patches: 3,
+        events: &[EventReason::Reloaded],
+        alerts: 1,
+        samples: &[
+            ("reloader_retries_total", 2.0),
+            ("reloader_reload_executed_total{success=\"true\"}", 1.0),
+        ],
+    },
+    WriteCase {
+        name: "a 429 is transient too",
+        setup: Setup {
+            coalesce_period: Duration::ZERO,
+            max_writes_per_second: 0.0,
+            dry_run: false,
+            leading: true,
+        },
+        prepare: |api, key| {
+            deployment_exists(api, key);
+            api.fail_patches(&[429]);
+        },
+        patches: 2,
+        events: &[EventReason::Reloaded],
+        alerts: 1,
+        samples: &[("reloader_retries_total", 1.0)],
+    },
+    WriteCase {
+        name: "transient errors give up after 5 retries",
+        setup: Setup {
+            coalesce_period: Duration::ZERO,
+            max_writes_per_second: 0.0,
+            dry_run: false,
+            leading: true,
+        },
+        prepare: |api, key| {
+            deployment_exists(api, key);
+            api.fail_patches(&[500; 10]);
+        },
+        patches: 6,
+        events: &[EventReason::ReloadFail],
+        alerts: 0,
+        samples: &[("reloader_retries_total", 5.0), ("reloader_errors_total{type=\"api\"}", 1.0)],
+    },
+    WriteCase {
+        name: "forbidden is not retried",
+        setup: Setup {
+            coalesce_period: Duration::ZERO,
+            max_writes_per_second: 0.0,
+            dry_run: false,
+            leading: true,
+        },
+        prepare: |api, key| {
+            deployment_exists(api, key);
+            api.fail_patches(&[403]);
+        },
+        patches: 1,
+        events: &[EventReason::ReloadFail],
+        alerts: 0,
+        samples: &[("reloader_retries_total", 0.0), ("reloader_errors_total{type=\"forbidden\"}", 1.0)],
+    },
+    WriteCase {
+        name: "an invalid patch (422) is an API error, not retried",
+        setup: Setup {
+            coalesce_period: Duration::ZERO,
+            max_writes_per_second: 0.0,
+            dry_run: false,
+            leading: true,
+        },
+        prepare: |api, key| {
+            deployment_exists(api, key);
+            api.fail_patches(&[422]);
+        },
+        patches: 1,
+        events: &[EventReason::ReloadFail],
+        alerts: 0,
+        samples: &[("reloader_errors_total{type=\"api\"}", 1.0)],
+    },
+    WriteCase {
+        name: "a workload deleted before its write is skipped",
+        setup: Setup {
+            coalesce_period: Duration::ZERO,
+            max_writes_per_second: 0.0,
+            dry_run: false,
+            leading: true,
+        },
+        prepare: |_, _| {},
+        patches: 0,
+        events: &[],
+        alerts: 0,
+        samples: &[
+            ("reloader_skipped_total{reason=\"workload_gone\"}", 1.0),
+            ("reloader_reload_executed_total{success=\"true\"}", 0.0),
+            ("reloader_reload_executed_total{success=\"false\"}", 0.0),
+        ],
+    },
+    WriteCase {
+        name: "a workload that already carries the marker is not written",
+        setup: Setup {
+            coalesce_period: Duration::ZERO,
+            max_writes_per_second: 0.0,
+            dry_run: false,
+            leading: true,
+        },
+        prepare: |api, key| {
+            api.put(key, Stored::Deployment(current_deployment(&key.name, &env_change("cfg", 1))))
+        },
+        patches: 0,
+        events: &[],
+        alerts: 0,
+        samples: &[("reloader_skipped_total{reason=\"already_current\"}", 1.0)],
+    },
+    WriteCase {
+        name: "dry run writes nothing and says so",
+        setup: Setup {
+            coalesce_period: Duration::ZERO,
+            max_writes_per_second: 0.0,
+            dry_run: true,
+            leading: true,
+        },
+        prepare: deployment_exists,
+        patches: 0,
+        events: &[],
+        alerts: 0,
+        samples: &[
+            ("reloader_dry_run_writes_total{workload_kind=\"Deployment\"}", 1.0),
+            ("reloader_action_total{workload_kind=\"Deployment\",result=\"dry_run\"}", 1.0),
+            ("reloader_reload_executed_total{success=\"true\"}", 0.0),
+        ],
+    },
+    WriteCase {
+        name: "a standby writes nothing",
+        setup: Setup {
+            coalesce_period: Duration::ZERO,
+            max_writes_per_second: 0.0,
+            dry_run: false,
+            leading: false,
+        },
+        prepare: deployment_exists,
+        patches: 0,
+        events: &[],
+        alerts: 0,
+        samples: &[
+            ("reloader_skipped_total{reason=\"not_leader\"}", 1.0),
+            ("reloader_workqueue_adds_total", 0.0),
+        ],
+    },
+];
+
+#[tokio::test(start_paused = true)]
+async fn write_outcomes() {
+    for case in WRITE_CASES {
+        let h = start(case.setup.clone());
+        let workload = key(WorkloadKind::Deployment, "web");
+        (case.prepare)(&h.api, &workload);
+        h.reload(&workload, vec![env_change("cfg", 1)]);
+        h.settle(SETTLE).await;
+        assert_eq!(h.api.patches().len(), case.patches, "{}: patches {:?}", case.name, h.api.patches());
+        assert_eq!(h.reasons(), case.events, "{}", case.name);
+        assert_eq!(h.alerts.0.lock().unwrap().len(), case.alerts, "{}", case.name);
+        for (series, value) in case.samples {
+            assert_eq!(h.sample(series), *value, "{}: {series}\n{}", case.name, h.metrics.encode());
+        }
+        h.stop().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn events_and_alerts_name_the_resource_and_the_workload() {
+    let h = start(Setup::default());
+    let workload = key(WorkloadKind::Deployment, "web");
+    deployment_exists(&h.api, &workload);
+    h.reload(&workload, vec![env_change("cfg", 0xab)]);
+    h.settle(SETTLE).await;
+    let events = h.events.recorded();
+    assert_eq!(
+        events,
+        vec![(
+            "web".to_owned(),
+            EventReason::Reloaded,
+            "Changes detected in ConfigMap 'cfg' in namespace 'team-a'; reloaded Deployment 'web'".to_owned()
+        )]
+    );
+    let alerts = h.alerts.0.lock().unwrap().clone();
+    assert_eq!(
+        alerts,
+        vec![ReloadNotice {
+            workload_kind: "Deployment".into(),
+            workload_namespace: NS.into(),
+            workload_name: "web".into(),
+            resource_kind: "ConfigMap".into(),
+            resource_name: "cfg".into(),
+            hash: "ab".repeat(20),
+        }]
+    );
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failure_event_lists_the_resources_and_the_error() {
+    let h = start(Setup::default());
+    let workload = key(WorkloadKind::Deployment, "web");
+    deployment_exists(&h.api, &workload);
+    h.api.fail_patches(&[403]);
+    h.reload(&workload, vec![env_change("a", 1), env_change("b", 2)]);
+    h.settle(SETTLE).await;
+    let events = h.events.recorded();
+    assert_eq!(events.len(), 1);
+    let (_, reason, message) = &events[0];
+    assert_eq!(*reason, EventReason::ReloadFail);
+    let resources = format!("{}, {}", env_change("a", 1).resource, env_change("b", 2).resource);
+    assert!(message.starts_with(&format!("Reload for {resources} failed: ")), "{message}");
+    assert!(message.contains("scripted 403"), "{message}");
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_deployment_patch_is_strategic_and_carries_the_marker() {
+    let h = start(Setup::default());
+    let workload = key(WorkloadKind::Deployment, "web");
+    deployment_exists(&h.api, &workload);
+    h.reload(&workload, vec![env_change("cfg", 0x11)]);
+    h.settle(SETTLE).await;
+    let patches = h.api.patches();
+    assert_eq!(patches.len(), 1);
+    let (name, kind, body) = &patches[0];
+    assert_eq!((name.as_str(), *kind), ("web", "strategic"));
+    assert!(body.to_string().contains(&"11".repeat(20)), "{body}");
+    h.stop().await;
+}
+
+// ---- the leader gate ----------------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn demotion_during_retries_stops_the_write() {
+    let h = start(Setup::default());
+    let workload = key(WorkloadKind::Deployment, "web");
+    deployment_exists(&h.api, &workload);
+    *h.api.demote_on_patch.lock().unwrap() = Some(h.leader.clone());
+    h.reload(&workload, vec![env_change("cfg", 1)]);
+    h.settle(SETTLE).await;
+    assert_eq!(h.api.patches().len(), 1, "no retry after losing the lease");
+    assert_eq!(h.sample("reloader_skipped_total{reason=\"not_leader\"}"), 1.0);
+    assert!(h.events.recorded().is_empty());
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn demotion_before_the_window_ends_drops_the_queue() {
+    let h = start(Setup { coalesce_period: Duration::from_secs(5), ..Setup::default() });
+    let workload = key(WorkloadKind::Deployment, "web");
+    deployment_exists(&h.api, &workload);
+    h.reload(&workload, vec![env_change("cfg", 1)]);
+    h.settle(Duration::from_secs(1)).await;
+    h.leader.send_replace(false);
+    h.settle(SETTLE).await;
+    assert!(h.api.patches().is_empty());
+    assert_eq!(h.sample("reloader_skipped_total{reason=\"not_leader\"}"), 1.0);
+    assert_eq!(h.sample("reloader_workqueue_depth"), 0.0);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_promoted_replica_writes_what_is_queued_after_promotion() {
+    let h = start(Setup { leading: false, ..Setup::default() });
+    let workload = key(WorkloadKind::Deployment, "web");
+    deployment_exists(&h.api, &workload);
+    h.reload(&workload, vec![env_change("cfg", 1)]);
+    h.leader.send_replace(true);
+    h.reload(&workload, vec![env_change("cfg", 2)]);
+    h.settle(SETTLE).await;
+    assert_eq!(h.api.patches().len(), 1);
+    assert!(h.api.patches()[0].2.to_string().contains(&"02".repeat(20)));
+    h.stop().await;
+}
+
+// ---- the queue: coalescing, newest wins, per-workload order ----------------------------------
+
+struct CoalesceCase {
+    name: &'static str,
+    window: Duration,
+    /// (seconds after start, resource, hash byte)
+    enqueues: &'static [(u64, &'static str, u8)],
+    /// The hash bytes the writes carry, write by write.
+    writes: &'static [&'static [u8]],
+    coalesced: f64,
+}
+
+const COALESCE_CASES: &[CoalesceCase] = &[
+    CoalesceCase {
+        name: "without a window, separate events make separate writes",
+        window: Duration::ZERO,
+        enqueues: &[(0, "a", 1), (10, "a", 2)],
+        writes: &[&[1], &[2]],
+        coalesced: 0.0,
+    },
+    CoalesceCase {
+        name: "within the window, two resources make one write",
+        window: Duration::from_secs(5),
+        enqueues: &[(0, "a", 1), (2, "b", 2)],
+        writes: &[&[1, 2]],
+        coalesced: 1.0,
+    },
+    CoalesceCase {
+        name: "within the window, the newest change of a resource wins",
+        window: Duration::from_secs(5),
+        enqueues: &[(0, "a", 1), (1, "a", 2), (2, "a", 3)],
+        writes: &[&[3]],
+        coalesced: 2.0,
+    },
+    CoalesceCase {
+        name: "newest wins per resource, other resources stay",
+        window: Duration::from_secs(5),
+        enqueues: &[(0, "a", 1), (1, "b", 7), (2, "a", 3)],
+        writes: &[&[7, 3]],
+        coalesced: 2.0,
+    },
+    CoalesceCase {
+        name: "after the window a new change makes a new write",
+        window: Duration::from_secs(5),
+        enqueues: &[(0, "a", 1), (30, "a", 2)],
+        writes: &[&[1], &[2]],
+        coalesced: 0.0,
+    },
+    CoalesceCase {
+        name: "the window starts at the first change, not the last",
+        window: Duration::from_secs(5),
+        enqueues: &[(0, "a", 1), (4, "b", 2), (6, "c", 3)],
+        writes: &[&[1, 2], &[3]],
+        coalesced: 1.0,
+    },
+];
+
+#[tokio::test(start_paused = true)]
+async fn coalescing() {
+    for case in COALESCE_CASES {
+        let h = start(Setup { coalesce_period: case.window, ..Setup::default() });
+        let workload = key(WorkloadKind::Deployment, "web");
+        deployment_exists(&h.api, &workload);
+        let started = tokio::time::Instant::now();
+        for (at, resource, byte) in case.enqueues {
+            tokio::time::sleep_until(started + Duration::from_secs(*at)).await;
+            h.reload(&workload, vec![env_change(resource, *byte)]);
+        }
+        h.settle(SETTLE).await;
+        let patches = h.api.patches();
+        assert_eq!(patches.len(), case.writes.len(), "{}: {patches:?}", case.name);
+        for ((_, _, body), bytes) in patches.iter().zip(case.writes) {
+            let body = body.to_string();
+            for (_, _, byte) in case.enqueues {
+                let hex = format!("{byte:02x}").repeat(20);
+                let expected = bytes.contains(byte);
+                assert_eq!(
+                    body.contains(&hex),
+                    expected,
+                    "{}: {hex} expected {expected} in {body}",
+                    case.name
+                );
+            }
+        }
+        assert_eq!(h.sample("reloader_coalesced_reloads_total"), case.coalesced, "{}", case.name);
+        h.stop().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_failing_workload_does_not_delay_another() {
+    let h = start(Setup::default());
+    let slow = key(WorkloadKind::Deployment, "slow");
+    let fast = key(WorkloadKind::Deployment, "fast");
+    deployment_exists(&h.api, &slow);
+    deployment_exists(&h.api, &fast);
+    // The first patch (slow) fails transiently and backs off; fast goes meanwhile.
+    h.api.fail_patches(&[503]);
+    h.reload(&slow, vec![env_change("cfg", 1)]);
+    h.settle(Duration::from_millis(10)).await;
+    h.reload(&fast, vec![env_change("cfg", 1)]);
+    h.settle(Duration::from_millis(50)).await;
+    let names: Vec<String> = h.api.patches().into_iter().map(|(n, _, _)| n).collect();
+    assert_eq!(names, ["slow", "fast"], "fast was written during slow's backoff");
+    h.settle(SETTLE).await;
+    assert_eq!(h.api.patches().len(), 3);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn changes_queued_during_a_write_wait_for_it_and_follow() {
+    let h = start(Setup::default());
+    let workload = key(WorkloadKind::Deployment, "web");
+    deployment_exists(&h.api, &workload);
+    h.api.fail_patches(&[503]);
+    h.reload(&workload, vec![env_change("cfg", 1)]);
+    h.settle(Duration::from_millis(10)).await;
+    h.reload(&workload, vec![env_change("cfg", 2)]);
+    h.settle(SETTLE).await;
+    let bodies: Vec<String> = h.api.patches().into_iter().map(|(_, _, b)| b.to_string()).collect();
+    assert_eq!(bodies.len(), 3, "{bodies:?}");
+    assert!(bodies[1].contains(&"01".repeat(20)) && bodies[2].contains(&"02".repeat(20)), "{bodies:?}");
+    h.stop().await;
+}
+
+// ---- rate limit -----------------------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn the_rate_limit_spaces_writes() {
+    let h = start(Setup { max_writes_per_second: 2.0, ..Setup::default() });
+    for i in 0..6 {
+        let workload = key(WorkloadKind::Deployment, &format!("w{i}"));
+        deployment_exists(&h.api, &workload);
+        h.reload(&workload, vec![env_change("cfg", 1)]);
+    }
+    // A burst of two at once, then one every half second.
+    h.settle(Duration::from_millis(10)).await;
+    assert_eq!(h.api.patches().len(), 2);
+    h.settle(Duration::from_millis(1000)).await;
+    assert_eq!(h.api.patches().len(), 4);
+    h.settle(SETTLE).await;
+    assert_eq!(h.api.patches().len(), 6);
+    assert_eq!(h.sample("reloader_write_rate_limit_wait_seconds_count"), 6.0);
+    assert!(h.sample("reloader_write_rate_limit_wait_seconds_sum") >= 1.5);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_rate_limit_nothing_waits() {
+    let h = start(Setup::default());
+    for i in 0..20 {
+        let workload = key(WorkloadKind::Deployment, &format!("w{i}"));
+        deployment_exists(&h.api, &workload);
+        h.reload(&workload, vec![env_change("cfg", 1)]);
+    }
+    h.settle(Duration::from_millis(10)).await;
+    assert_eq!(h.api.patches().len(), 20);
+    assert_eq!(h.sample("reloader_write_rate_limit_wait_seconds_sum"), 0.0);
+    h.stop().await;
+}
+
+// ---- CRDs: JSON patches and their 422 --------------------------------------------------------
+
+struct RolloutCase {
+    name: &'static str,
+    /// What the first patch answers.
+    first: u16,
+    /// The version the server reports afterwards.
+    now: Option<&'static str>,
+    patches: usize,
+    succeeded: bool,
+}
+
+const ROLLOUT_CASES: &[RolloutCase] = &[
+    RolloutCase { name: "accepted", first: 0, now: None, patches: 1, succeeded: true },
+    RolloutCase {
+        name: "a bare 422 after the object moved is a conflict: re-read and retry",
+        first: 422,
+        now: Some("78"),
+        patches: 2,
+        succeeded: true,
+    },
+    RolloutCase {
+        name: "a 422 with the version unchanged is a real rejection",
+        first: 422,
+        now: Some("77"),
+        patches: 1,
+        succeeded: false,
+    },
+    RolloutCase {
+        name: "a 422 for an object that vanished is a real rejection",
+        first: 422,
+        now: None,
+        patches: 1,
+        succeeded: false,
+    },
+];
+
+#[tokio::test(start_paused = true)]
+async fn rollout_json_patches() {
+    for case in ROLLOUT_CASES {
+        let h = start(Setup::default());
+        let workload = key(WorkloadKind::Rollout, "canary");
+        h.api.put(&workload, Stored::Rollout(rollout("canary")));
+        if case.first != 0 {
+            h.api.fail_patches(&[case.first]);
+        }
+        *h.api.current_version.lock().unwrap() = case.now.map(str::to_owned);
+        h.reload(&workload, vec![env_change("cfg", 1)]);
+        h.settle(SETTLE).await;
+        let patches = h.api.patches();
+        assert_eq!(patches.len(), case.patches, "{}: {patches:?}", case.name);
+        assert!(patches.iter().all(|(_, kind, _)| *kind == "json"), "{}", case.name);
+        let ops = patches[0].2.to_string();
+        assert!(ops.contains("\"test\"") && ops.contains("\"77\""), "{}: {ops}", case.name);
+        let expected = if case.succeeded { EventReason::Reloaded } else { EventReason::ReloadFail };
+        assert_eq!(h.reasons(), [expected], "{}", case.name);
+        h.stop().await;
+    }
+}
+
+// ---- Jobs: delete and recreate --------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn a_job_is_deleted_then_recreated_once_gone() {
+    let h = start(Setup::default());
+    let workload = key(WorkloadKind::Job, "batch");
+    h.api.put(&workload, Stored::Job(job("batch")));
+    *h.api.job_lingers.lock().unwrap() = 3;
+    h.reload(&workload, vec![env_change("cfg", 1)]);
+    h.settle(SETTLE).await;
+    let calls: Vec<Call> = h.api.calls().into_iter().filter(|c| !matches!(c, Call::Load(_))).collect();
+    let expected = [
+        Call::DeleteJob("batch".into()),
+        Call::JobExists("batch".into()),
+        Call::JobExists("batch".into()),
+        Call::JobExists("batch".into()),
+        Call::JobExists("batch".into()),
+        Call::CreateJob("batch".into()),
+    ];
+    assert_eq!(calls, expected);
+    assert_eq!(h.reasons(), [EventReason::Reloaded]);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_already_deleted_is_recreated() {
+    let h = start(Setup::default());
+    let workload = key(WorkloadKind::Job, "batch");
+    h.api.put(&workload, Stored::Job(job("batch")));
+    *h.api.delete_status.lock().unwrap() = Some(404);
+    h.reload(&workload, vec![env_change("cfg", 1)]);
+    h.settle(SETTLE).await;
+    assert!(h.api.calls().contains(&Call::CreateJob("batch".into())));
+    assert_eq!(h.reasons(), [EventReason::Reloaded]);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_that_never_goes_away_is_not_recreated() {
+    let h = start(Setup::default());
+    let workload = key(WorkloadKind::Job, "batch");
+    h.api.put(&workload, Stored::Job(job("batch")));
+    *h.api.job_lingers.lock().unwrap() = u32::MAX;
+    h.reload(&workload, vec![env_change("cfg", 1)]);
+    h.settle(SETTLE).await;
+    assert!(!h.api.calls().iter().any(|c| matches!(c, Call::CreateJob(_))));
+    assert_eq!(h.reasons(), [EventReason::ReloadFail]);
+    assert_eq!(h.sample("reloader_errors_total{type=\"job_recreate\"}"), 1.0);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_delete_refused_fails_the_reload() {
+    let h = start(Setup::default());
+    let workload = key(WorkloadKind::Job, "batch");
+    h.api.put(&workload, Stored::Job(job("batch")));
+    *h.api.delete_status.lock().unwrap() = Some(403);
+    h.reload(&workload, vec![env_change("cfg", 1)]);
+    h.settle(SETTLE).await;
+    assert!(!h.api.calls().iter().any(|c| matches!(c, Call::CreateJob(_))));
+    assert_eq!(h.sample("reloader_errors_total{type=\"forbidden\"}"), 1.0);
+    h.stop().await;
+}
+
+// ---- resume after a pause period ------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn resume_unpauses_a_paused_deployment() {
+    let h = start(Setup::default());
+    let workload = key(WorkloadKind::Deployment, "web");
+    h.api.put(&workload, Stored::Deployment(paused_deployment("web")));
+    h.executor.enqueue(workload.clone(), Work::Resume, std::time::Instant::now());
+    h.settle(SETTLE).await;
+    let patches = h.api.patches();
+    assert_eq!(patches.len(), 1);
+    assert_eq!(patches[0].1, "merge");
+    assert_eq!(patches[0].2["spec"]["paused"], json!(false));
+    assert!(h.events.recorded().is_empty(), "a resume records no Event when it works");
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn resume_of_a_running_deployment_writes_nothing() {
+    let h = start(Setup::default());
+    let workload = key(WorkloadKind::Deployment, "web");
+    deployment_exists(&h.api, &workload);
+    h.executor.enqueue(workload.clone(), Work::Resume, std::time::Instant::now());
+    h.settle(SETTLE).await;
+    assert!(h.api.patches().is_empty());
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_resume_records_a_warning() {
+    let h = start(Setup::default());
+    let workload = key(WorkloadKind::Deployment, "web");
+    h.api.put(&workload, Stored::Deployment(paused_deployment("web")));
+    h.api.fail_patches(&[403]);
+    h.executor.enqueue(workload.clone(), Work::Resume, std::time::Instant::now());
+    h.settle(SETTLE).await;
+    let events = h.events.recorded();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].1, EventReason::ReloadFail);
+    assert!(events[0].2.starts_with("Resume after pause period failed: "), "{}", events[0].2);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reload_and_a_resume_for_one_workload_share_one_turn() {
+    let h = start(Setup { coalesce_period: Duration::from_secs(1), ..Setup::default() });
+    let workload = key(WorkloadKind::Deployment, "web");
+    h.api.put(&workload, Stored::Deployment(paused_deployment("web")));
+    h.reload(&workload, vec![env_change("cfg", 1)]);
+    h.executor.enqueue(workload.clone(), Work::Resume, std::time::Instant::now());
+    h.settle(SETTLE).await;
+    let kinds: Vec<&str> = h.api.patches().into_iter().map(|(_, k, _)| k).collect();
+    assert_eq!(kinds, ["strategic", "merge"], "the reload first, then the resume");
+    assert_eq!(h.sample("reloader_workqueue_latency_seconds_count"), 1.0);
+    h.stop().await;
+}
+
+// ---- shutdown -------------------------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_finishes_the_write_in_flight_and_ends_the_loop() {
+    let h = start(Setup::default());
+    let workload = key(WorkloadKind::Deployment, "web");
+    deployment_exists(&h.api, &workload);
+    h.api.fail_patches(&[503]);
+    h.reload(&workload, vec![env_change("cfg", 1)]);
+    h.settle(Duration::from_millis(10)).await;
+    h.shutdown.cancel();
+    let result = tokio::time::timeout(Duration::from_secs(60), h.task).await;
+    assert!(matches!(result, Ok(Ok(Ok(())))), "the dispatch loop ends after shutdown");
+    assert_eq!(h.api.patches().len(), 2, "the retry of the write in flight still happened");
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_leaves_queued_work_to_the_next_leader() {
+    let h = start(Setup { coalesce_period: Duration::from_secs(30), ..Setup::default() });
+    let workload = key(WorkloadKind::Deployment, "web");
+    deployment_exists(&h.api, &workload);
+    h.reload(&workload, vec![env_change("cfg", 1)]);
+    h.shutdown.cancel();
+    let _ = h.task.await;
+    tokio::time::sleep(SETTLE).await;
+    assert!(h.api.patches().is_empty());
+}
+
+// ---- small pieces ---------------------------------------------------------------------------
+
+#[test]
+fn write_failures_map_to_their_error_type() {
+    use writer::WriteFailure;
+    let cases: Vec<(WriteFailure, &str)> = vec![
+        (WriteFailure::Api(api_error(403)), "forbidden"),
+        (WriteFailure::Api(api_error(409)), "conflict"),
+        (WriteFailure::Api(api_error(500)), "api"),
+        (WriteFailure::Api(api_error(422)), "api"),
+        (WriteFailure::JobStillPresent("x".into()), "job_recreate"),
+    ];
+    for (failure, label) in cases {
+        assert_eq!(failure.error_type().as_label(), label, "{failure}");
+    }
+}

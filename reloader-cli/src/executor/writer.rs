@@ -1,0 +1,340 @@
+//! Applies one workload's queued changes: read the object fresh, let its backend build the
+//! write (nothing if it already carries the markers), send it, and retry per workload —
+//! immediately after a re-read on 409, with backoff on transient errors. Reports every outcome.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::Patch;
+use reloader_core::annotations::AnnotationKeys;
+use reloader_core::markers::{MarkerAction, MarkerChange};
+use reloader_core::model::WorkloadKey;
+use reloader_core::workload::{PatchKind, WorkloadWrite, WriteContext};
+use tokio::sync::watch;
+use tracing::{error, info, warn};
+
+use super::api::WorkloadApi;
+use crate::notify::alerts::{AlertQueue, ReloadNotice};
+use crate::notify::events::{EventReason, EventSink};
+use crate::observe::metrics::{ActionResult, ErrorType, Metrics, SkipReason};
+
+/// Enough, with [`conflict_pause`], to outlast a writer updating the object in a tight loop.
+const MAX_CONFLICT_RETRIES: u32 = 20;
+const MAX_TRANSIENT_RETRIES: u32 = 5;
+/// How long a Job to recreate may take to disappear after its deletion.
+const JOB_DELETION_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WriteFailure {
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    #[error(transparent)]
+    Backend(#[from] reloader_core::workload::WriteError),
+    #[error("invalid JSON patch built for {0}: {1}")]
+    Patch(WorkloadKey, serde_json::Error),
+    #[error("Job {0} was not deleted within 30s; not recreating it")]
+    JobStillPresent(String),
+}
+
+impl WriteFailure {
+    /// The `reloader_errors_total{type}` label.
+    pub(super) fn error_type(&self) -> ErrorType {
+        match self {
+            WriteFailure::Api(kube::Error::Api(e)) if e.code == 403 => ErrorType::Forbidden,
+            WriteFailure::Api(kube::Error::Api(e)) if e.code == 409 => ErrorType::Conflict,
+            WriteFailure::Api(kube::Error::Api(_)) => ErrorType::Api,
+            WriteFailure::Api(_) => ErrorType::Transport,
+            WriteFailure::Backend(_) => ErrorType::Workload,
+            WriteFailure::Patch(..) => ErrorType::Patch,
+            WriteFailure::JobStillPresent(_) => ErrorType::JobRecreate,
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Outcome {
+    Written,
+    AlreadyCurrent,
+    Gone,
+    DryRun,
+    /// Leadership was lost before the write: the next leader's catch-up applies it.
+    NotLeader,
+}
+
+/// What the writer needs: the API, where to report, and its slice of the configuration.
+pub(crate) struct Writer {
+    pub(crate) api: Arc<dyn WorkloadApi>,
+    pub(crate) events: Arc<dyn EventSink>,
+    pub(crate) alerts: Option<Arc<dyn AlertQueue>>,
+    pub(crate) metrics: Arc<Metrics>,
+    /// True while this replica holds the lease.
+    pub(crate) leader: watch::Receiver<bool>,
+    pub(crate) keys: AnnotationKeys,
+    pub(crate) dry_run: bool,
+}
+
+impl Writer {
+    fn write_context(&self) -> WriteContext<'_> {
+        let now = chrono::Utc::now();
+        WriteContext {
+            keys: &self.keys,
+            now_unix: now.timestamp(),
+            now_rfc3339: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        }
+    }
+
+    pub(crate) async fn reload(&self, key: &WorkloadKey, changes: &[MarkerChange], first_event: Instant) {
+        let started = Instant::now();
+        let result = self.with_retries(key, || self.attempt_reload(key, changes)).await;
+        let kind = key.kind;
+        match result {
+            Ok(Outcome::Written) => {
+                self.metrics.reload_executed(true, &key.namespace);
+                self.metrics.action(kind, ActionResult::Success, started.elapsed());
+                self.metrics.reload_latency(first_event.elapsed());
+                for change in changes {
+                    let message = format!(
+                        "Changes detected in {} '{}' in namespace '{}'; reloaded {} '{}'",
+                        change.resource.kind,
+                        change.resource.name,
+                        change.resource.namespace,
+                        kind.as_str(),
+                        key.name
+                    );
+                    info!(workload = %key, resource = %change.resource, strategy = change.strategy.as_str(), "reloaded");
+                    self.events.publish(key, EventReason::Reloaded, &message).await;
+                    if let Some(alerts) = &self.alerts {
+                        alerts.send(notice(key, change));
+                    }
+                }
+            }
+            Ok(Outcome::DryRun) => {
+                self.metrics.dry_run_write(kind);
+                self.metrics.action(kind, ActionResult::DryRun, started.elapsed());
+            }
+            Ok(Outcome::AlreadyCurrent) => {
+                self.metrics.skipped(SkipReason::Decision(reloader_core::decide::SkipReason::AlreadyCurrent))
+            }
+            Ok(Outcome::Gone) => self.metrics.skipped(SkipReason::WorkloadGone),
+            Ok(Outcome::NotLeader) => self.metrics.skipped(SkipReason::NotLeader),
+            Err(failure) => {
+                self.metrics.reload_executed(false, &key.namespace);
+                self.metrics.action(kind, ActionResult::Error, started.elapsed());
+                self.metrics.error(failure.error_type());
+                let resources: Vec<String> = changes.iter().map(|c| c.resource.to_string()).collect();
+                error!(workload = %key, resources = ?resources, error = %failure, "reload failed");
+                let message = format!("Reload for {} failed: {failure}", resources.join(", "));
+                self.events.publish(key, EventReason::ReloadFail, &message).await;
+            }
+        }
+    }
+
+    pub(crate) async fn resume(&self, key: &WorkloadKey) {
+        let result = self
+            .with_retries(key, || async {
+                let Some(loaded) = self.api.load(key).await? else { return Ok(Outcome::Gone) };
+                match loaded.with(|w| w.resume_write(&self.write_context())) {
+                    Some(write) => self.send(key, write).await,
+                    None => Ok(Outcome::AlreadyCurrent),
+                }
+            })
+            .await;
+        match result {
+            Ok(Outcome::Written) => info!(workload = %key, "pause period over; resumed"),
+            Ok(_) => {}
+            Err(failure) => {
+                self.metrics.error(failure.error_type());
+                error!(workload = %key, error = %failure, "could not resume after the pause period");
+                let message = format!("Resume after pause period failed: {failure}");
+                self.events.publish(key, EventReason::ReloadFail, &message).await;
+            }
+        }
+    }
+
+    async fn with_retries<F, Fut>(&self, key: &WorkloadKey, mut attempt: F) -> Result<Outcome, WriteFailure>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<Outcome, WriteFailure>>,
+    {
+        let (mut conflicts, mut transient) = (0, 0);
+        let mut backoff = Duration::from_millis(200);
+        loop {
+            // Each attempt, not just the first: a replica demoted during retries must stop writing.
+            if !*self.leader.borrow() {
+                return Ok(Outcome::NotLeader);
+            }
+            match attempt().await {
+                Err(WriteFailure::Api(kube::Error::Api(e)))
+                    if e.code == 409 && conflicts < MAX_CONFLICT_RETRIES =>
+                {
+                    conflicts += 1;
+                    self.metrics.retry();
+                    let pause = conflict_pause(conflicts);
+                    warn!(workload = %key, attempt = conflicts, retry_in = ?pause, "conflict; re-reading and retrying");
+                    tokio::time::sleep(pause).await;
+                }
+                Err(WriteFailure::Api(e)) if is_transient(&e) && transient < MAX_TRANSIENT_RETRIES => {
+                    transient += 1;
+                    self.metrics.retry();
+                    warn!(workload = %key, error = %e, retry_in = ?backoff, "transient error; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn attempt_reload(
+        &self,
+        key: &WorkloadKey,
+        changes: &[MarkerChange],
+    ) -> Result<Outcome, WriteFailure> {
+        let Some(loaded) = self.api.load(key).await? else { return Ok(Outcome::Gone) };
+        match loaded.with(|w| w.reload_write(changes, &self.write_context()))? {
+            Some(write) => self.send(key, write).await,
+            None => Ok(Outcome::AlreadyCurrent),
+        }
+    }
+
+    async fn send(&self, key: &WorkloadKey, write: WorkloadWrite) -> Result<Outcome, WriteFailure> {
+        if self.dry_run {
+            info!(workload = %key, write = %describe(&write), "dry run: would write");
+            return Ok(Outcome::DryRun);
+        }
+        match write {
+            WorkloadWrite::Patch { kind, body } => {
+                let tested = tested_version(&body);
+                let patch = match kind {
+                    PatchKind::Strategic => Patch::Strategic(body),
+                    PatchKind::Merge => Patch::Merge(body),
+                    PatchKind::Json => Patch::Json(
+                        serde_json::from_value(body).map_err(|e| WriteFailure::Patch(key.clone(), e))?,
+                    ),
+                };
+                match self.api.patch(key, &patch).await {
+                    Ok(()) => {}
+                    // A JSON patch whose resourceVersion `test` failed: someone wrote the object
+                    // since we read it, a conflict to re-read and retry like a 409. Built-in kinds
+                    // say so in the message; custom resources answer a bare 422 "Invalid", so the
+                    // version is compared instead.
+                    Err(kube::Error::Api(mut e)) if kind == PatchKind::Json && e.code == 422 => {
+                        let moved = match &tested {
+                            Some(tested) => self.api.resource_version(key).await?.filter(|now| now != tested),
+                            None => None,
+                        };
+                        if moved.is_some() || e.message.contains("test") {
+                            e.code = 409;
+                        }
+                        return Err(kube::Error::Api(e).into());
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            WorkloadWrite::CreateJob(job) => self.api.create_job(&key.namespace, &job).await?,
+            WorkloadWrite::RecreateJob(job) => self.recreate_job(key, *job).await?,
+        }
+        Ok(Outcome::Written)
+    }
+
+    async fn recreate_job(&self, key: &WorkloadKey, job: Job) -> Result<(), WriteFailure> {
+        match self.api.delete_job(&key.namespace, &key.name).await {
+            Ok(()) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+        let deadline = tokio::time::Instant::now() + JOB_DELETION_TIMEOUT;
+        while self.api.job_exists(&key.namespace, &key.name).await? {
+            if tokio::time::Instant::now() > deadline {
+                return Err(WriteFailure::JobStillPresent(key.to_string()));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        self.api.create_job(&key.namespace, &job).await?;
+        Ok(())
+    }
+}
+
+/// The first conflict is retried at once; later ones after a growing, jittered pause (up to 1 s),
+/// so that a writer in a tight loop cannot win every race between our read and our write.
+fn conflict_pause(attempt: u32) -> Duration {
+    if attempt <= 1 {
+        return Duration::ZERO;
+    }
+    let ceiling = Duration::from_millis(10 << (attempt - 2).min(7)).min(Duration::from_secs(1));
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let jitter = u64::from(nanos.subsec_nanos()) % (ceiling.as_millis() as u64 / 2 + 1);
+    ceiling / 2 + Duration::from_millis(jitter)
+}
+
+fn is_transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code == 429 || s.code >= 500,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
+}
+
+/// The resourceVersion a JSON patch's `test` operation requires, if it has one.
+fn tested_version(body: &serde_json::Value) -> Option<String> {
+    body.as_array()?
+        .iter()
+        .find(|op| op["op"] == "test" && op["path"] == "/metadata/resourceVersion")
+        .and_then(|op| op["value"].as_str())
+        .map(str::to_owned)
+}
+
+fn describe(write: &WorkloadWrite) -> String {
+    match write {
+        WorkloadWrite::Patch { kind, body } => format!("{kind:?} patch {body}"),
+        WorkloadWrite::CreateJob(job) => format!("create Job from {:?}", job.metadata.generate_name),
+        WorkloadWrite::RecreateJob(job) => format!("recreate Job {:?}", job.metadata.name),
+    }
+}
+
+fn notice(key: &WorkloadKey, change: &MarkerChange) -> ReloadNotice {
+    ReloadNotice {
+        workload_kind: key.kind.to_string(),
+        workload_namespace: key.namespace.to_string(),
+        workload_name: key.name.to_string(),
+        resource_kind: change.resource.kind.to_string(),
+        resource_name: change.resource.name.to_string(),
+        hash: match &change.action {
+            MarkerAction::Set(h) => h.to_hex(),
+            MarkerAction::Remove => String::new(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use std::time::Duration;
+
+    use super::{conflict_pause, tested_version};
+
+    #[test]
+    fn conflict_pauses_start_at_zero_and_stay_within_a_second() {
+        assert_eq!(conflict_pause(1), Duration::ZERO);
+        for attempt in 2..=20 {
+            let pause = conflict_pause(attempt);
+            assert!(
+                pause >= Duration::from_millis(5) && pause <= Duration::from_secs(1),
+                "{attempt}: {pause:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn finds_the_resource_version_a_json_patch_tests() {
+        let body = json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": "77"},
+            {"op": "add", "path": "/spec/template/metadata", "value": {}},
+        ]);
+        assert_eq!(tested_version(&body).as_deref(), Some("77"));
+        assert_eq!(tested_version(&json!([{"op": "add", "path": "/a", "value": 1}])), None);
+        assert_eq!(tested_version(&json!({"spec": {}})), None, "a merge patch tests nothing");
+    }
+}

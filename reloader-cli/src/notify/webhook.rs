@@ -1,0 +1,175 @@
+//! `--webhook-url` mode: a changed ConfigMap/Secret is announced by an HTTP POST instead of a
+//! reload (compat.md §9). Also home of the retrying POST shared with the alert sinks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde::Serialize;
+
+use crate::observe::metrics::{EventType, Metrics, NotificationChannel};
+
+/// Per-attempt limits: a slow endpoint must not hold a notification for long.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+const WEBHOOK_BACKOFF: Backoff =
+    Backoff { attempts: 5, first_delay: Duration::from_millis(200), max_delay: Duration::from_secs(5) };
+
+/// One ConfigMap/Secret event, as announced to the webhook. Carries names and the content hash
+/// only, never data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceNotice {
+    pub event: EventType,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub hash: String,
+}
+
+#[derive(Serialize)]
+struct WebhookBody<'a> {
+    /// The constant field Stakater sends; receivers written for it check this.
+    webhook: &'static str,
+    event: &'a str,
+    kind: &'a str,
+    namespace: &'a str,
+    name: &'a str,
+    hash: &'a str,
+}
+
+/// Why a notification was not delivered. Never contains the URL: webhook URLs often embed a
+/// token.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    #[error("endpoint answered HTTP {status} (after {attempts} attempt(s))")]
+    Status { status: u16, attempts: u32 },
+    #[error("request failed after {attempts} attempt(s): {message}")]
+    Transport { message: String, attempts: u32 },
+    #[error("encoding the request body: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+/// Posts resource notices to the `--webhook-url` endpoint.
+pub struct WebhookNotifier {
+    client: reqwest::Client,
+    url: reqwest::Url,
+    metrics: Arc<Metrics>,
+}
+
+impl WebhookNotifier {
+    pub fn new(url: String, metrics: Arc<Metrics>) -> anyhow::Result<Self> {
+        // The URL is not echoed: it may carry a token.
+        let url = reqwest::Url::parse(&url).context("--webhook-url is not a valid URL")?;
+        Ok(Self { client: http_client(None)?, url, metrics })
+    }
+
+    /// Posts the notice, retrying connection failures, 5xx and 429 with exponential backoff.
+    pub async fn notify(&self, event: &ResourceNotice) -> Result<(), WebhookError> {
+        let body = serde_json::to_vec(&WebhookBody {
+            webhook: "update successful",
+            event: event.event.as_label(),
+            kind: &event.kind,
+            namespace: &event.namespace,
+            name: &event.name,
+            hash: &event.hash,
+        })?;
+        let result =
+            post_with_retries(&self.client, &self.url, "application/json", body, WEBHOOK_BACKOFF).await;
+        self.metrics.notification(NotificationChannel::Webhook, result.is_ok());
+        match &result {
+            Ok(()) => tracing::debug!(
+                event = event.event.as_label(), kind = %event.kind, namespace = %event.namespace, name = %event.name,
+                "webhook notified"
+            ),
+            Err(error) => tracing::warn!(
+                event = event.event.as_label(), kind = %event.kind, namespace = %event.namespace, name = %event.name,
+                %error, "webhook notification failed"
+            ),
+        }
+        result
+    }
+}
+
+/// A client with bounded connect and request times, optionally through an explicit proxy.
+pub(crate) fn http_client(proxy: Option<&str>) -> anyhow::Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .timeout(REQUEST_TIMEOUT)
+        .user_agent(concat!("reloader/", env!("CARGO_PKG_VERSION")));
+    if let Some(proxy) = proxy {
+        builder = builder.proxy(reqwest::Proxy::all(proxy).context("invalid proxy URL")?);
+    }
+    builder.build().context("building the HTTP client")
+}
+
+/// How often and how patiently to retry a POST.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Backoff {
+    /// Total tries, the first included.
+    pub attempts: u32,
+    pub first_delay: Duration,
+    pub max_delay: Duration,
+}
+
+impl Backoff {
+    /// The pause before try `attempt + 1`, doubling from `first_delay` up to `max_delay`.
+    fn delay_after(&self, attempt: u32) -> Duration {
+        let factor = 2u32.saturating_pow(attempt.saturating_sub(1));
+        self.first_delay.saturating_mul(factor).min(self.max_delay)
+    }
+}
+
+/// POSTs `body`, retrying transport errors, 5xx and 429; other statuses fail at once.
+pub(crate) async fn post_with_retries(
+    client: &reqwest::Client,
+    url: &reqwest::Url,
+    content_type: &'static str,
+    body: Vec<u8>,
+    backoff: Backoff,
+) -> Result<(), WebhookError> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let response = client
+            .post(url.clone())
+            .header(reqwest::header::CONTENT_TYPE, content_type)
+            .body(body.clone())
+            .send()
+            .await;
+        let (error, retryable) = match response {
+            Ok(response) if response.status().is_success() => return Ok(()),
+            Ok(response) => {
+                let status = response.status();
+                let retryable = status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS;
+                (WebhookError::Status { status: status.as_u16(), attempts: attempt }, retryable)
+            }
+            Err(error) => {
+                let retryable = !error.is_builder();
+                let message = error_chain(&error.without_url());
+                (WebhookError::Transport { message, attempts: attempt }, retryable)
+            }
+        };
+        if !retryable || attempt >= backoff.attempts {
+            return Err(error);
+        }
+        let delay = backoff.delay_after(attempt);
+        tracing::debug!(%error, attempt, ?delay, "notification failed, retrying");
+        tokio::time::sleep(delay).await;
+    }
+}
+
+/// The error and its sources on one line ("error sending request: connection refused").
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,193 @@
+//! The HTTP server on the metrics port: `/metrics`, `/live`, `/healthz`, `/readyz`.
+//!
+//! Profiling is deliberately not served here (compat.md §1): the metrics port is usually reachable
+//! by every scraper in the cluster.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::observe::metrics::Metrics;
+
+const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Liveness and readiness as the probes see them; cheap to clone and share.
+///
+/// A new `Health` is live and not ready: readiness is set once the caches have synced.
+#[derive(Clone, Debug)]
+pub struct Health {
+    ready: Arc<AtomicBool>,
+    live: Arc<AtomicBool>,
+}
+
+impl Health {
+    pub fn new() -> Self {
+        Self { ready: Arc::new(AtomicBool::new(false)), live: Arc::new(AtomicBool::new(true)) }
+    }
+
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Release);
+    }
+
+    pub fn set_live(&self, live: bool) {
+        self.live.store(live, Ordering::Release);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    pub fn is_live(&self) -> bool {
+        self.live.load(Ordering::Acquire)
+    }
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[derive(Clone)]
+struct AppState {
+    metrics: Arc<Metrics>,
+    health: Health,
+}
+
+/// Binds `addr` and serves until `shutdown` is cancelled.
+pub async fn serve(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    health: Health,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the metrics and health server to {addr}"))?;
+    serve_listener(listener, metrics, health, shutdown).await
+}
+
+/// Serves on an already bound listener until `shutdown` is cancelled; in-flight requests finish.
+pub async fn serve_listener(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    health: Health,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let local_addr = listener.local_addr().context("reading the metrics server's local address")?;
+    tracing::info!(address = %local_addr, "serving /metrics, /live, /healthz and /readyz");
+    axum::serve(listener, router(AppState { metrics, health }))
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
+        .with_context(|| format!("serving HTTP on {local_addr}"))
+}
+
+fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics_handler))
+        .route("/live", get(live_handler))
+        .route("/healthz", get(live_handler))
+        .route("/readyz", get(ready_handler))
+        .with_state(state)
+}
+
+async fn metrics_handler(State(state): State<AppState>) -> Response {
+    ([(header::CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)], state.metrics.encode()).into_response()
+}
+
+async fn live_handler(State(state): State<AppState>) -> Response {
+    probe_response(state.health.is_live(), "not live")
+}
+
+async fn ready_handler(State(state): State<AppState>) -> Response {
+    probe_response(state.health.is_ready(), "not ready")
+}
+
+fn probe_response(ok: bool, failure: &'static str) -> Response {
+    if ok {
+        (StatusCode::OK, "ok").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, failure).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct TestServer {
+        base: String,
+        shutdown: CancellationToken,
+        task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    }
+
+    async fn start(metrics: Arc<Metrics>, health: Health) -> TestServer {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(serve_listener(listener, metrics, health, shutdown.clone()));
+        TestServer { base, shutdown, task }
+    }
+
+    async fn get(url: String) -> (StatusCode, Option<String>, String) {
+        let response = reqwest::get(url).await.unwrap();
+        let status = StatusCode::from_u16(response.status().as_u16()).unwrap();
+        let content_type =
+            response.headers().get("content-type").map(|value| value.to_str().unwrap().to_owned());
+        (status, content_type, response.text().await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn serves_metrics_and_probes() {
+        let metrics = Metrics::new(false);
+        metrics.reload_executed(true, "default");
+        let health = Health::new();
+        let server = start(metrics, health.clone()).await;
+
+        let (status, content_type, body) = get(format!("{}/metrics", server.base)).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(content_type.as_deref(), Some(OPENMETRICS_CONTENT_TYPE));
+        assert!(body.contains("reloader_reload_executed_total{success=\"true\"} 1"), "{body}");
+
+        for path in ["/live", "/healthz"] {
+            assert_eq!(get(format!("{}{path}", server.base)).await.0, StatusCode::OK, "{path}");
+        }
+        assert_eq!(get(format!("{}/readyz", server.base)).await.0, StatusCode::SERVICE_UNAVAILABLE);
+
+        health.set_ready(true);
+        let (status, _, body) = get(format!("{}/readyz", server.base)).await;
+        assert_eq!((status, body.as_str()), (StatusCode::OK, "ok"));
+
+        health.set_live(false);
+        for path in ["/live", "/healthz"] {
+            assert_eq!(
+                get(format!("{}{path}", server.base)).await.0,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "{path}"
+            );
+        }
+
+        assert_eq!(get(format!("{}/debug/pprof/", server.base)).await.0, StatusCode::NOT_FOUND);
+
+        server.shutdown.cancel();
+        server.task.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn bind_error_names_the_address() {
+        let taken = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = taken.local_addr().unwrap();
+        let error =
+            serve(addr, Metrics::new(false), Health::new(), CancellationToken::new()).await.unwrap_err();
+        assert!(format!("{error:#}").contains(&addr.to_string()), "{error:#}");
+    }
+}

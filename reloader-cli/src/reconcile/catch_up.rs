@@ -1,0 +1,151 @@
+//! Readiness and leadership gains. Once every watch has listed, the replica is ready (a warm
+//! standby too). Each time it becomes leader it compares every recorded marker with the current
+//! hash and reloads exactly the workloads that differ, then replays the changes it saw as a
+//! standby to the workloads that record nothing for them: a change made while nobody led is
+//! applied once, and a take-over with no change writes nothing (beyond.md §2).
+
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use reloader_core::decide::{DecideOptions, ResourceEventKind};
+use reloader_core::index::Index;
+use reloader_core::model::{ReloadStrategy, ResourceKey, WorkloadKind};
+use reloader_core::options::Options;
+use reloader_core::views::WorkloadView;
+use tokio::sync::watch;
+use tracing::info;
+
+use super::WorkQueue;
+use super::scope::ScopeFilter;
+use super::standby::StandbyChanges;
+use crate::executor::Work;
+use crate::observe::http::Health;
+use crate::observe::metrics::Metrics;
+use crate::sources::Synced;
+
+/// The options the catch-up sweep uses.
+#[derive(Debug, Clone)]
+pub(crate) struct CatchUpConfig {
+    pub(crate) decide: DecideOptions,
+    /// `--reload-on-create` with `--sync-after-restart`: every listed resource counts as created.
+    pub(crate) listed_as_created: bool,
+}
+
+impl CatchUpConfig {
+    pub(crate) fn new(options: &Options) -> Self {
+        CatchUpConfig {
+            decide: options.decide_options(),
+            listed_as_created: options.reload_on_create && options.sync_after_restart,
+        }
+    }
+}
+
+/// What the catch-up task works with.
+pub(crate) struct CatchUp {
+    pub(crate) config: CatchUpConfig,
+    pub(crate) index: Arc<RwLock<Index>>,
+    pub(crate) scope: ScopeFilter,
+    pub(crate) standby: Arc<StandbyChanges>,
+    pub(crate) queue: Arc<dyn WorkQueue>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) health: Health,
+}
+
+impl CatchUp {
+    /// Waits for every watch's first list, reports ready, then sweeps on each leadership gain.
+    /// Returns when the leadership channel closes.
+    pub(crate) async fn run(self, synced: Vec<Synced>, mut leader: watch::Receiver<bool>) {
+        let started = Instant::now();
+        for mut rx in synced {
+            let _ = rx.wait_for(|done| *done).await;
+        }
+        let stats = self.index.read().expect("index lock").stats();
+        self.metrics.set_index_sizes(stats.resources as u64, stats.workloads as u64);
+        info!(
+            resources = stats.resources,
+            workloads = stats.workloads,
+            elapsed = ?started.elapsed(),
+            "caches synced; ready"
+        );
+        crate::observe::memory::release_free_memory();
+        self.health.set_ready(true);
+
+        loop {
+            if leader.wait_for(|l| *l).await.is_err() {
+                return;
+            }
+            // Taken before the index lock: the reconciler records under the standby lock while
+            // holding neither, so this order cannot deadlock.
+            let seen_as_standby = self.standby.take_recent();
+            let (queued, replayed) = {
+                let index = self.index.read().expect("index lock");
+                sweep(&index, &self.scope, &self.config, seen_as_standby, self.queue.as_ref(), Instant::now())
+            };
+            info!(queued, replayed, "leader catch-up sweep done");
+            if leader.wait_for(|l| !*l).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// One sweep; returns (queued, replayed).
+pub(crate) fn sweep(
+    index: &Index,
+    scope: &ScopeFilter,
+    config: &CatchUpConfig,
+    seen_as_standby: Vec<(reloader_core::views::ResourceView, ResourceEventKind)>,
+    queue: &dyn WorkQueue,
+    now: Instant,
+) -> (usize, usize) {
+    let decide = &config.decide;
+    let mut queued = 0usize;
+    for (workload, change) in index.catch_up(decide) {
+        if scope.contains(&workload.namespace) {
+            queue.enqueue(workload, Work::Reload(vec![change]), now);
+            queued += 1;
+        }
+    }
+    let mut replayed = 0usize;
+    for (seen, event) in seen_as_standby {
+        // Act on what the resource is now; a deleted one only through its last known view.
+        let resource = match event {
+            ResourceEventKind::Deleted => Some(seen),
+            _ => index.resource(&seen.key).cloned(),
+        };
+        let Some(resource) = resource.filter(|r| !r.ignored && scope.contains(&r.key.namespace)) else {
+            continue;
+        };
+        for (workload, plan) in index.plan_changes(&resource, event, decide) {
+            let Ok(change) = plan else { continue };
+            if index.workload(&workload).is_some_and(|w| replayable(w, &resource.key, decide.strategy)) {
+                queue.enqueue(workload, Work::Reload(vec![change]), now);
+                replayed += 1;
+            }
+        }
+    }
+    // The marker comparison keeps this idempotent.
+    if config.listed_as_created {
+        for resource in index.resources().filter(|r| !r.ignored && scope.contains(&r.key.namespace)) {
+            for (workload, plan) in index.plan_changes(resource, ResourceEventKind::Created, decide) {
+                if let Ok(change) = plan {
+                    queue.enqueue(workload, Work::Reload(vec![change]), now);
+                    queued += 1;
+                }
+            }
+        }
+    }
+    (queued, replayed)
+}
+
+/// Whether a change seen as a standby may be replayed to `workload`: only where its record would
+/// show that the previous leader already applied it, so the replay writes nothing then.
+/// - env vars record each resource on its own: always;
+/// - the single `last-reloaded-from` annotation records one resource: only when it names this
+///   one or none (naming another, the workload may have reloaded after this change);
+/// - a CronJob records nothing (each reload starts a Job): never.
+fn replayable(workload: &WorkloadView, resource: &ResourceKey, strategy: ReloadStrategy) -> bool {
+    workload.key.kind != WorkloadKind::CronJob
+        && (strategy == ReloadStrategy::EnvVars
+            || workload.markers.annotation.as_ref().is_none_or(|a| a.resource == *resource))
+}

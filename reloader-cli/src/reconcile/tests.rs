@@ -1,0 +1,512 @@
+//! The reconcile stage against fakes of its I/O: each row gives the index contents, the options,
+//! leadership and scope, one event, and the work that must be queued.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use k8s_openapi::api::apps::v1::Deployment;
+use reloader_core::annotations::AnnotationKeys;
+use reloader_core::decide::{DecideOptions, ResourceEventKind};
+use reloader_core::index::Index;
+use reloader_core::model::{
+    ContentHash, ReloadStrategy, ResourceKey, ResourceKind, WorkloadKey, WorkloadKind,
+};
+use reloader_core::options::NamespaceScope;
+use reloader_core::views::{ResourceView, WorkloadView};
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::catch_up::{CatchUpConfig, sweep};
+use super::pause::PauseTimers;
+use super::scope::ScopeFilter;
+use super::standby::{REPLAY_WINDOW, StandbyChanges};
+use super::{ReconcileConfig, Reconciler, WorkQueue};
+use crate::executor::Work;
+use crate::kinds::Loaded;
+use crate::notify::events::{EventReason, EventSink};
+use crate::observe::metrics::Metrics;
+use crate::sources::Phase;
+use crate::views::workload_view;
+
+/// Records what was queued: (workload name, "reload"/"resume").
+#[derive(Default)]
+struct FakeQueue(Mutex<Vec<(String, &'static str)>>);
+
+impl WorkQueue for FakeQueue {
+    fn enqueue(&self, workload: WorkloadKey, work: Work, _event_at: Instant) {
+        let what = match work {
+            Work::Reload(_) => "reload",
+            Work::Resume => "resume",
+        };
+        self.0.lock().unwrap().push((workload.name.to_string(), what));
+    }
+}
+
+impl FakeQueue {
+    fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.0.lock().unwrap().iter().map(|(n, _)| n.clone()).collect();
+        names.sort();
+        names
+    }
+}
+
+#[derive(Default)]
+struct FakeEvents(Mutex<Vec<(String, EventReason)>>);
+
+#[async_trait]
+impl EventSink for FakeEvents {
+    async fn publish(&self, workload: &WorkloadKey, reason: EventReason, _message: &str) {
+        self.0.lock().unwrap().push((workload.name.to_string(), reason));
+    }
+}
+
+const H1: &str = "1111111111111111111111111111111111111111";
+const H2: &str = "2222222222222222222222222222222222222222";
+const CM_RELOAD: &str = "configmap.reloader.stakater.com/reload";
+const AUTO: &str = "reloader.stakater.com/auto";
+
+fn configmap(namespace: &str, name: &str, hash: &str) -> ResourceView {
+    ResourceView {
+        key: ResourceKey::new(ResourceKind::ConfigMap, namespace, name),
+        hash: ContentHash::from_hex(hash).unwrap(),
+        matched: false,
+        ignored: false,
+    }
+}
+
+fn ignored(mut view: ResourceView) -> ResourceView {
+    view.ignored = true;
+    view
+}
+
+/// A Deployment in `namespace` with `annotations`, whose container reads ConfigMap `envfrom`.
+fn deployment(
+    namespace: &str,
+    name: &str,
+    annotations: &[(&str, &str)],
+    envfrom: Option<&str>,
+) -> WorkloadView {
+    let annotations: serde_json::Map<String, serde_json::Value> =
+        annotations.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    let env_from: Vec<_> = envfrom.into_iter().map(|cm| json!({"configMapRef": {"name": cm}})).collect();
+    let object: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+        "spec": {
+            "selector": {},
+            "template": {"spec": {"containers": [{"name": "app", "envFrom": env_from}]}},
+        },
+    }))
+    .unwrap();
+    workload_view(&Loaded::Deployment(object), &AnnotationKeys::default())
+}
+
+/// Explicitly reloads on ConfigMap `cfg`.
+fn explicit(namespace: &str, name: &str) -> WorkloadView {
+    deployment(namespace, name, &[(CM_RELOAD, "cfg")], None)
+}
+
+/// `auto: "true"` and reads ConfigMap `cfg`.
+fn auto(namespace: &str, name: &str) -> WorkloadView {
+    deployment(namespace, name, &[(AUTO, "true")], Some("cfg"))
+}
+
+struct Stage {
+    reconciler: Reconciler,
+    queue: Arc<FakeQueue>,
+    events: Arc<FakeEvents>,
+    metrics: Arc<Metrics>,
+    _leader: watch::Sender<bool>,
+}
+
+#[derive(Clone)]
+struct Setup {
+    reload_on_create: bool,
+    reload_on_delete: bool,
+    leader: bool,
+    scope: NamespaceScope,
+    selected: &'static [&'static str],
+    strategy: ReloadStrategy,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            reload_on_create: false,
+            reload_on_delete: false,
+            leader: true,
+            scope: NamespaceScope::All { ignore: vec![], selector: None },
+            selected: &[],
+            strategy: ReloadStrategy::EnvVars,
+        }
+    }
+}
+
+fn stage(setup: &Setup, workloads: &[WorkloadView], resources: &[ResourceView]) -> Stage {
+    let mut index = Index::default();
+    for w in workloads {
+        index.upsert_workload(w.clone());
+    }
+    for r in resources {
+        index.upsert_resource(r.clone());
+    }
+    let (tx, leader) = watch::channel(setup.leader);
+    let scope = ScopeFilter::new(&setup.scope);
+    for ns in setup.selected {
+        scope.set_selected(ns, true);
+    }
+    let queue = Arc::new(FakeQueue::default());
+    let events = Arc::new(FakeEvents::default());
+    let metrics = Metrics::new(false);
+    let reconciler = Reconciler {
+        config: ReconcileConfig {
+            decide: {
+                let mut decide = DecideOptions::default();
+                decide.strategy = setup.strategy;
+                decide
+            },
+            keys: AnnotationKeys::default(),
+            reload_on_create: setup.reload_on_create,
+            reload_on_delete: setup.reload_on_delete,
+        },
+        index: Arc::new(RwLock::new(index)),
+        scope,
+        leader,
+        metrics: metrics.clone(),
+        queue: queue.clone(),
+        notifier: None,
+        events: events.clone(),
+        pauses: PauseTimers::default(),
+        standby: Arc::new(StandbyChanges::new(REPLAY_WINDOW)),
+    };
+    Stage { reconciler, queue, events, metrics, _leader: tx }
+}
+
+enum Event {
+    Applied(ResourceView, Phase),
+    Deleted(ResourceView),
+}
+
+struct Case {
+    name: &'static str,
+    setup: Setup,
+    workloads: Vec<WorkloadView>,
+    resources: Vec<ResourceView>,
+    event: Event,
+    queued: &'static [&'static str],
+    /// A `reloader_events_processed_total` result label that must have been counted.
+    processed: Option<&'static str>,
+}
+
+fn case(name: &'static str, event: Event, queued: &'static [&'static str]) -> Case {
+    Case {
+        name,
+        setup: Setup::default(),
+        workloads: vec![
+            explicit("ns", "web"),
+            auto("ns", "api"),
+            deployment("ns", "plain", &[], Some("cfg")),
+        ],
+        resources: vec![configmap("ns", "cfg", H1)],
+        event,
+        queued,
+        processed: None,
+    }
+}
+
+impl Case {
+    fn with(mut self, f: impl FnOnce(&mut Setup)) -> Self {
+        f(&mut self.setup);
+        self
+    }
+    fn processed(mut self, result: &'static str) -> Self {
+        self.processed = Some(result);
+        self
+    }
+    fn index(mut self, workloads: Vec<WorkloadView>, resources: Vec<ResourceView>) -> Self {
+        self.workloads = workloads;
+        self.resources = resources;
+        self
+    }
+}
+
+fn resource_cases() -> Vec<Case> {
+    use Event::{Applied, Deleted};
+    use Phase::{InitialList, Live, Relist};
+    let changed = || configmap("ns", "cfg", H2);
+    let same = || configmap("ns", "cfg", H1);
+    let new = || configmap("ns", "cfg", H1);
+    vec![
+        case("live content change reloads explicit and auto", Applied(changed(), Live), &["api", "web"])
+            .processed("queued"),
+        case("same content: nothing", Applied(same(), Live), &[]).processed("no_content_change"),
+        case("the initial list is not a change", Applied(changed(), InitialList), &[]),
+        case("a relist that finds new content reloads", Applied(changed(), Relist), &["api", "web"]),
+        case("a relist with the same content: nothing", Applied(same(), Relist), &[]),
+        case("another ConfigMap: no match", Applied(configmap("ns", "other", H2), Live), &[])
+            .processed("no_content_change"),
+        case("another namespace: no match", Applied(configmap("other", "cfg", H2), Live), &[]),
+        case("create without --reload-on-create: nothing", Applied(new(), Live), &[])
+            .index(vec![explicit("ns", "web")], vec![])
+            .processed("no_content_change"),
+        case("create with --reload-on-create reloads", Applied(new(), Live), &["web"])
+            .index(vec![explicit("ns", "web")], vec![])
+            .with(|s| s.reload_on_create = true)
+            .processed("queued"),
+        case("create seen by the initial list: nothing", Applied(new(), InitialList), &[])
+            .index(vec![explicit("ns", "web")], vec![])
+            .with(|s| s.reload_on_create = true),
+        case("create seen by a relist reloads", Applied(new(), Relist), &["web"])
+            .index(vec![explicit("ns", "web")], vec![])
+            .with(|s| s.reload_on_create = true),
+        case("delete without --reload-on-delete: nothing", Deleted(same()), &[])
+            .processed("reload_on_delete_disabled"),
+        case("delete with --reload-on-delete reloads", Deleted(same()), &["api", "web"])
+            .with(|s| {
+                s.reload_on_delete = true;
+                s.strategy = ReloadStrategy::Annotations;
+            })
+            .processed("queued"),
+        case("delete of an ignored resource: nothing", Deleted(same()), &[])
+            .index(vec![explicit("ns", "web")], vec![ignored(same())])
+            .with(|s| s.reload_on_delete = true)
+            .processed("ignored"),
+        case("an ignored resource: nothing", Applied(ignored(changed()), Live), &[]).processed("ignored"),
+        case("an ignored namespace: nothing", Applied(changed(), Live), &[])
+            .with(|s| s.scope = NamespaceScope::All { ignore: vec!["ns".into()], selector: None })
+            .processed("namespace_out_of_scope"),
+        case("a namespace the selector does not match: nothing", Applied(changed(), Live), &[])
+            .with(|s| {
+                s.scope = NamespaceScope::All { ignore: vec![], selector: Some("team=a".parse().unwrap()) }
+            })
+            .processed("namespace_out_of_scope"),
+        case("a namespace the selector matches reloads", Applied(changed(), Live), &["api", "web"]).with(
+            |s| {
+                s.scope = NamespaceScope::All { ignore: vec![], selector: Some("team=a".parse().unwrap()) };
+                s.selected = &["ns"];
+            },
+        ),
+        case("only these namespaces: the watch already filtered", Applied(changed(), Live), &["api", "web"])
+            .with(|s| s.scope = NamespaceScope::Only(vec!["ns".into()])),
+        case("annotations strategy reloads the same workloads", Applied(changed(), Live), &["api", "web"])
+            .with(|s| s.strategy = ReloadStrategy::Annotations),
+        case("a standby queues too (the executor drops it)", Applied(changed(), Live), &["api", "web"])
+            .with(|s| s.leader = false),
+        case("no workloads: no match", Applied(changed(), Live), &[])
+            .index(vec![], vec![same()])
+            .processed("no_match"),
+    ]
+}
+
+#[test]
+fn resource_events_become_the_expected_work() {
+    for case in resource_cases() {
+        let stage = stage(&case.setup, &case.workloads, &case.resources);
+        match case.event {
+            Event::Applied(view, phase) => stage.reconciler.resource_applied(view, phase),
+            Event::Deleted(view) => stage.reconciler.resource_deleted(view),
+        }
+        assert_eq!(stage.queue.names(), case.queued, "{}", case.name);
+        if let Some(result) = case.processed {
+            let metrics = stage.metrics.encode();
+            let counted = metrics.lines().any(|l| {
+                l.starts_with("reloader_events_processed_total{") && l.contains(&format!("\"{result}\""))
+            });
+            assert!(counted, "{}: no {result} in\n{metrics}", case.name);
+        }
+    }
+}
+
+#[test]
+fn a_standby_records_changes_for_its_promotion_and_a_leader_does_not() {
+    for (leader, recorded) in [(false, 1), (true, 0)] {
+        let setup = Setup { leader, ..Setup::default() };
+        let stage = stage(&setup, &[explicit("ns", "web")], &[configmap("ns", "cfg", H1)]);
+        stage.reconciler.resource_applied(configmap("ns", "cfg", H2), Phase::Live);
+        assert_eq!(stage.reconciler.standby.take_recent().len(), recorded, "leader={leader}");
+    }
+}
+
+#[test]
+fn a_relist_deletes_what_vanished_only_after_the_first_list() {
+    let cases = [
+        // (phase, reload on delete, expected queued, resources left)
+        (Phase::InitialList, true, &[][..], 1),
+        (Phase::Relist, true, &["web"][..], 1),
+        (Phase::Relist, false, &[][..], 1),
+    ];
+    for (phase, reload_on_delete, queued, left) in cases {
+        let setup = Setup { reload_on_delete, strategy: ReloadStrategy::Annotations, ..Setup::default() };
+        let kept = configmap("ns", "kept", H1);
+        let stage = stage(&setup, &[explicit("ns", "web")], &[configmap("ns", "cfg", H1), kept.clone()]);
+        let seen: HashSet<ResourceKey> = [kept.key].into();
+        stage.reconciler.resources_relisted(ResourceKind::ConfigMap, Some("ns"), &seen, phase);
+        assert_eq!(stage.queue.names(), queued, "{phase:?} {reload_on_delete}");
+        assert_eq!(stage.reconciler.index.read().unwrap().stats().resources, left, "{phase:?}");
+    }
+}
+
+#[test]
+fn a_relist_leaves_other_kinds_and_namespaces_alone() {
+    let stage = stage(&Setup::default(), &[], &[configmap("ns", "cfg", H1), configmap("other", "cfg", H1)]);
+    stage.reconciler.resources_relisted(ResourceKind::Secret, None, &HashSet::new(), Phase::Relist);
+    stage.reconciler.resources_relisted(
+        ResourceKind::ConfigMap,
+        Some("elsewhere"),
+        &HashSet::new(),
+        Phase::Relist,
+    );
+    assert_eq!(stage.reconciler.index.read().unwrap().stats().resources, 2);
+}
+
+#[test]
+fn workload_changes_go_through_reconcile() {
+    let stage = stage(&Setup::default(), &[], &[configmap("ns", "cfg", H1)]);
+    let web = explicit("ns", "web");
+    stage.reconciler.workload_applied(web.clone());
+    assert!(stage.reconciler.index.read().unwrap().workload(&web.key).is_some(), "indexed");
+    // Now a change to its ConfigMap finds it without any list.
+    stage.reconciler.resource_applied(configmap("ns", "cfg", H2), Phase::Live);
+    assert_eq!(stage.queue.names(), ["web"]);
+
+    stage.reconciler.workload_deleted(&web.key);
+    assert!(stage.reconciler.index.read().unwrap().workload(&web.key).is_none(), "removed");
+
+    stage.reconciler.workload_applied(web.clone());
+    let api = auto("other", "api");
+    stage.reconciler.workload_applied(api.clone());
+    let seen: HashSet<WorkloadKey> = HashSet::new();
+    stage.reconciler.workloads_relisted(WorkloadKind::Deployment, Some("ns"), &seen);
+    let index = stage.reconciler.index.read().unwrap();
+    assert!(index.workload(&web.key).is_none(), "vanished during the relist");
+    assert!(index.workload(&api.key).is_some(), "another namespace's watch owns it");
+}
+
+#[tokio::test]
+async fn annotation_problems_are_reported_once_per_change_of_the_annotations() {
+    let stage = stage(&Setup::default(), &[], &[]);
+    let broken = deployment("ns", "web", &[(CM_RELOAD, "cfg-[(")], None);
+    stage.reconciler.workload_applied(broken.clone());
+    // A status update: same annotations, no new Event.
+    stage.reconciler.workload_applied(broken.clone());
+    stage.reconciler.workload_applied(explicit("ns", "fine"));
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    let events = stage.events.0.lock().unwrap().clone();
+    assert_eq!(events, [("web".to_string(), EventReason::InvalidAnnotation)]);
+}
+
+#[test]
+fn pause_timers_resume_only_while_leading() {
+    let keys = AnnotationKeys::default();
+    let paused_at = (chrono::Utc::now() - chrono::Duration::seconds(120)).to_rfc3339();
+    let later = chrono::Utc::now().to_rfc3339();
+    let cases = [
+        // (paused-at, period, leading, resumed now)
+        (paused_at.as_str(), "1m", true, true),
+        (paused_at.as_str(), "1m", false, false),
+        (later.as_str(), "1h", true, false),
+        (paused_at.as_str(), "not a duration", true, true),
+        ("not a time", "1h", true, false),
+    ];
+    for (at, period, leading, resumed) in cases {
+        let view = deployment("ns", "web", &[(&keys.paused_at, at), (&keys.pause_period, period)], None);
+        let timers = PauseTimers::default();
+        timers.observe(&view);
+        let queue = FakeQueue::default();
+        let next = timers.resume_due(leading, Instant::now() + Duration::from_millis(50), &queue);
+        let queued = !queue.0.lock().unwrap().is_empty();
+        assert_eq!(queued, resumed, "{at} {period} leading={leading}");
+        assert!(next.is_some(), "a deadline is kept until the workload is seen resumed");
+        timers.forget(&view.key);
+        assert!(timers.resume_due(true, Instant::now() + Duration::from_secs(7200), &queue).is_none());
+    }
+}
+
+#[test]
+fn pause_timers_ignore_other_kinds_and_unpaused_workloads() {
+    let timers = PauseTimers::default();
+    timers.observe(&explicit("ns", "web"));
+    let queue = FakeQueue::default();
+    assert!(timers.resume_due(true, Instant::now() + Duration::from_secs(7200), &queue).is_none());
+}
+
+fn sweep_with(
+    setup: &Setup,
+    listed_as_created: bool,
+    workloads: &[WorkloadView],
+    resources: &[ResourceView],
+    seen: Vec<(ResourceView, ResourceEventKind)>,
+) -> (Vec<String>, (usize, usize)) {
+    let stage = stage(setup, workloads, resources);
+    let config = CatchUpConfig {
+        decide: {
+            let mut decide = DecideOptions::default();
+            decide.strategy = setup.strategy;
+            decide
+        },
+        listed_as_created,
+    };
+    let index = stage.reconciler.index.read().unwrap();
+    let counts = sweep(&index, &stage.reconciler.scope, &config, seen, stage.queue.as_ref(), Instant::now());
+    (stage.queue.names(), counts)
+}
+
+#[test]
+fn catch_up_sweeps() {
+    let web = explicit("ns", "web");
+    let cfg = configmap("ns", "cfg", H1);
+    let setup = Setup::default();
+    let selector = Setup {
+        scope: NamespaceScope::All { ignore: vec![], selector: Some("team=a".parse().unwrap()) },
+        ..Setup::default()
+    };
+    // (name, setup, listed as created, standby changes, queued, (queued, replayed))
+    type Seen = Vec<(ResourceView, ResourceEventKind)>;
+    type Row<'a> = (&'a str, &'a Setup, bool, Seen, &'a [&'a str], (usize, usize));
+    let cases: Vec<Row> = vec![
+        ("nothing recorded, nothing changed", &setup, false, vec![], &[], (0, 0)),
+        ("listed as created: every referenced resource", &setup, true, vec![], &["web"], (1, 0)),
+        ("listed as created, out of scope", &selector, true, vec![], &[], (0, 0)),
+        (
+            "a change seen as a standby is replayed",
+            &setup,
+            false,
+            vec![(cfg.clone(), ResourceEventKind::Updated)],
+            &["web"],
+            (0, 1),
+        ),
+        (
+            "a change to an ignored resource is not",
+            &setup,
+            false,
+            vec![(ignored(cfg.clone()), ResourceEventKind::Deleted)],
+            &[],
+            (0, 0),
+        ),
+        (
+            "a change out of scope is not",
+            &selector,
+            false,
+            vec![(cfg.clone(), ResourceEventKind::Updated)],
+            &[],
+            (0, 0),
+        ),
+        (
+            "a change to a resource gone since is not",
+            &setup,
+            false,
+            vec![(configmap("ns", "gone", H2), ResourceEventKind::Updated)],
+            &[],
+            (0, 0),
+        ),
+    ];
+    for (name, setup, listed, seen, queued, counts) in cases {
+        let (names, got) =
+            sweep_with(setup, listed, std::slice::from_ref(&web), std::slice::from_ref(&cfg), seen);
+        assert_eq!(names, queued, "{name}");
+        assert_eq!(got, counts, "{name}");
+    }
+}

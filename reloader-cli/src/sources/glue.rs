@@ -1,0 +1,182 @@
+//! The watch → index glue, written once. A kube watcher stream (lists in pages, then watches;
+//! re-lists after a 410 or a restart) becomes apply/delete/reset calls on an [`IndexTarget`]:
+//! after every (re)list the target hears which keys the list returned, so whatever vanished
+//! while the watch was down is removed. The first completed list flips the readiness signal.
+
+use std::collections::HashSet;
+use std::hash::Hash;
+
+use futures::{Stream, StreamExt};
+use kube::runtime::watcher;
+use tokio::sync::watch;
+use tracing::{debug, warn};
+
+use crate::observe::metrics::{ErrorType, Metrics};
+
+/// Where an applied object came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// The first list after start: the state of the world, not a change.
+    InitialList,
+    /// A list after the watch had to restart (410 Gone, API server restart).
+    Relist,
+    /// A watch event.
+    Live,
+}
+
+/// What a watch feeds: one kind of object, in one namespace or all.
+pub(crate) trait IndexTarget<K> {
+    type Key: Eq + Hash;
+
+    /// An object was listed or changed; returns the key it is known by (`None`: not indexed).
+    fn apply(&mut self, object: K, phase: Phase) -> Option<Self::Key>;
+
+    /// An object was deleted.
+    fn delete(&mut self, object: K);
+
+    /// A (re)list completed and returned exactly `seen`; everything else in this target's scope
+    /// is gone. `phase` is [`Phase::InitialList`] or [`Phase::Relist`].
+    fn reset(&mut self, seen: HashSet<Self::Key>, phase: Phase);
+}
+
+/// Readiness of one watch: true once its first list completed.
+pub(crate) type Synced = watch::Receiver<bool>;
+
+/// Feeds `target` from `stream` until the stream ends (a watcher with backoff never does).
+/// `watch` names the watch in logs.
+pub(crate) async fn index_watch<K, T>(
+    watch: &str,
+    stream: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+    mut target: T,
+    synced: watch::Sender<bool>,
+    metrics: &Metrics,
+) where
+    T: IndexTarget<K>,
+{
+    let mut stream = std::pin::pin!(stream);
+    let mut phase = Phase::InitialList;
+    let mut seen = HashSet::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::Init) => seen.clear(),
+            Ok(watcher::Event::InitApply(object)) => {
+                let list_phase = if phase == Phase::InitialList { Phase::InitialList } else { Phase::Relist };
+                if let Some(key) = target.apply(object, list_phase) {
+                    seen.insert(key);
+                }
+            }
+            Ok(watcher::Event::InitDone) => {
+                let list_phase = if phase == Phase::InitialList { Phase::InitialList } else { Phase::Relist };
+                target.reset(std::mem::take(&mut seen), list_phase);
+                if phase == Phase::InitialList {
+                    phase = Phase::Live;
+                    let _ = synced.send(true);
+                }
+            }
+            Ok(watcher::Event::Apply(object)) => {
+                target.apply(object, Phase::Live);
+            }
+            Ok(watcher::Event::Delete(object)) => target.delete(object),
+            Err(e) => {
+                warn!(watch, error = %e, "watch failed; retrying with backoff");
+                metrics.error(ErrorType::Watch);
+            }
+        }
+    }
+    debug!(watch, "watch ended");
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    /// Records the calls, keyed by the object itself.
+    #[derive(Default)]
+    struct Recorder(Vec<String>);
+
+    impl IndexTarget<&'static str> for &mut Recorder {
+        type Key = &'static str;
+        fn apply(&mut self, object: &'static str, phase: Phase) -> Option<&'static str> {
+            self.0.push(format!("apply {object} {phase:?}"));
+            (!object.starts_with('-')).then_some(object)
+        }
+        fn delete(&mut self, object: &'static str) {
+            self.0.push(format!("delete {object}"));
+        }
+        fn reset(&mut self, seen: HashSet<&'static str>, phase: Phase) {
+            let mut seen: Vec<_> = seen.into_iter().collect();
+            seen.sort();
+            self.0.push(format!("reset {seen:?} {phase:?}"));
+        }
+    }
+
+    fn run(events: Vec<Result<watcher::Event<&'static str>, watcher::Error>>) -> (Vec<String>, bool, String) {
+        let mut recorder = Recorder::default();
+        let (tx, rx) = watch::channel(false);
+        let metrics = Metrics::new(false);
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(index_watch("test", futures::stream::iter(events), &mut recorder, tx, &metrics));
+        let synced = *rx.borrow();
+        (recorder.0, synced, Arc::clone(&metrics).encode())
+    }
+
+    use watcher::Event::{Apply, Delete, Init, InitApply, InitDone};
+
+    #[test]
+    fn lists_then_watches_then_relists() {
+        let (calls, synced, _) = run(vec![
+            Ok(Init),
+            Ok(InitApply("a")),
+            Ok(InitApply("-skipped")),
+            Ok(InitApply("b")),
+            Ok(InitDone),
+            Ok(Apply("c")),
+            Ok(Delete("a")),
+            Ok(Init),
+            Ok(InitApply("b")),
+            Ok(InitDone),
+        ]);
+        assert_eq!(
+            calls,
+            [
+                "apply a InitialList",
+                "apply -skipped InitialList",
+                "apply b InitialList",
+                r#"reset ["a", "b"] InitialList"#,
+                "apply c Live",
+                "delete a",
+                "apply b Relist",
+                r#"reset ["b"] Relist"#,
+            ]
+        );
+        assert!(synced);
+    }
+
+    #[test]
+    fn a_restarted_list_forgets_what_the_broken_one_saw() {
+        let (calls, synced, _) =
+            run(vec![Ok(Init), Ok(InitApply("a")), Ok(Init), Ok(InitApply("b")), Ok(InitDone)]);
+        assert_eq!(calls.last().unwrap(), r#"reset ["b"] InitialList"#);
+        assert!(synced);
+    }
+
+    #[test]
+    fn not_synced_before_the_first_list_completes_and_errors_are_counted() {
+        let (calls, synced, metrics) = run(vec![
+            Ok(Init),
+            Ok(InitApply("a")),
+            Err(watcher::Error::NoResourceVersion),
+            Err(watcher::Error::NoResourceVersion),
+        ]);
+        assert_eq!(calls, ["apply a InitialList"]);
+        assert!(!synced);
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l.starts_with("reloader_errors_total{") && l.contains("watch") && l.ends_with(" 2")),
+            "{metrics}"
+        );
+    }
+}

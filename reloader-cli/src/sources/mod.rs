@@ -1,0 +1,120 @@
+//! The watches: ConfigMaps, Secrets, SecretProviderClassPodStatuses, workloads of every enabled
+//! kind, and (with `--namespace-selector`) Namespaces. Each is a kube watcher fed through the
+//! one [`glue::index_watch`] into its index target; each is a task for the supervisor.
+
+pub(crate) mod glue;
+mod namespaces;
+mod resources;
+mod workloads;
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use kube::api::Api;
+use kube::runtime::watcher;
+use kube::{Client, Resource};
+use reloader_core::annotations::AnnotationKeys;
+use reloader_core::options::{IgnoredResources, NamespaceScope, Options};
+use reloader_core::selector::LabelSelector;
+
+pub(crate) use glue::{Phase, Synced};
+
+use crate::kinds::EnabledKinds;
+use crate::observe::metrics::Metrics;
+use crate::reconcile::Reconciler;
+use crate::reconcile::scope::ScopeFilter;
+
+/// One watch, ready to be spawned: its name (for logs), its task, its readiness.
+pub(crate) struct Watch {
+    pub(crate) name: String,
+    pub(crate) task: BoxFuture<'static, ()>,
+    pub(crate) synced: Synced,
+}
+
+/// The options the watches use.
+#[derive(Debug, Clone)]
+pub(crate) struct SourcesConfig {
+    /// `None` = all namespaces; otherwise one watch per listed namespace.
+    namespaces: Vec<Option<String>>,
+    namespace_selector: Option<LabelSelector>,
+    resource_label_selector: Option<String>,
+    ignored_resources: IgnoredResources,
+    /// Server-side `type!=` filters for Secrets.
+    secret_field_selector: Option<String>,
+    csi: bool,
+    keys: AnnotationKeys,
+}
+
+impl SourcesConfig {
+    pub(crate) fn new(options: &Options) -> Self {
+        let (namespaces, namespace_selector) = match &options.namespace_scope {
+            NamespaceScope::All { selector, .. } => (vec![None], selector.clone()),
+            NamespaceScope::Only(list) => (list.iter().cloned().map(Some).collect(), None),
+        };
+        let secret_field_selector =
+            options.ignored_secret_types.iter().map(|t| format!("type!={t}")).collect::<Vec<_>>().join(",");
+        SourcesConfig {
+            namespaces,
+            namespace_selector,
+            resource_label_selector: options.resource_label_selector.as_ref().map(|s| s.to_string()),
+            ignored_resources: options.ignored_resources,
+            secret_field_selector: (!secret_field_selector.is_empty()).then_some(secret_field_selector),
+            csi: options.enable_csi_integration,
+            keys: options.keys.clone(),
+        }
+    }
+}
+
+/// Every watch this run needs, not yet started.
+pub(crate) fn watches(
+    client: &Client,
+    config: &SourcesConfig,
+    kinds: &EnabledKinds,
+    reconciler: &Arc<Reconciler>,
+    scope: &ScopeFilter,
+    metrics: &Arc<Metrics>,
+) -> Vec<Watch> {
+    let mut watches = Vec::new();
+    if let Some(selector) = &config.namespace_selector {
+        watches.push(namespaces::watch(client, selector.clone(), scope.clone(), metrics.clone()));
+    }
+    for namespace in &config.namespaces {
+        let namespace = namespace.as_deref();
+        watches.extend(resources::watches(client, config, namespace, reconciler, metrics));
+        for kind in kinds.iter() {
+            watches.push(workloads::watch(client, kind, namespace, &config.keys, reconciler, metrics));
+        }
+    }
+    watches
+}
+
+fn api_for<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    <K as Resource>::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Lists in pages of 500, with the server-side selectors.
+fn watch_config(label_selector: Option<&str>, field_selector: Option<&str>) -> watcher::Config {
+    let mut cfg = watcher::Config::default().page_size(500);
+    if let Some(l) = label_selector {
+        cfg = cfg.labels(l);
+    }
+    if let Some(f) = field_selector {
+        cfg = cfg.fields(f);
+    }
+    cfg
+}
+
+/// `name in namespace` or `name in all namespaces`, for logs.
+fn watch_name(what: &str, namespace: Option<&str>) -> String {
+    match namespace {
+        Some(ns) => format!("{what} watch in {ns}"),
+        None => format!("{what} watch"),
+    }
+}

@@ -1,0 +1,65 @@
+//! With `--namespace-selector`, watches Namespace labels so that adding or removing a label at
+//! runtime takes effect for the next change (metadata only: nothing else is needed).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use futures::FutureExt as _;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
+use kube::api::{Api, PartialObjectMeta};
+use kube::runtime::{WatchStreamExt, watcher};
+use reloader_core::selector::LabelSelector;
+use tokio::sync::watch;
+use tracing::info;
+
+use super::Watch;
+use super::glue::{IndexTarget, Phase, index_watch};
+use crate::observe::metrics::Metrics;
+use crate::reconcile::scope::ScopeFilter;
+
+pub(super) fn watch(
+    client: &Client,
+    selector: LabelSelector,
+    scope: ScopeFilter,
+    metrics: Arc<Metrics>,
+) -> Watch {
+    let api: Api<PartialObjectMeta<Namespace>> = Api::all(client.clone());
+    let stream = watcher(api, watcher::Config::default()).default_backoff();
+    let (tx, synced) = watch::channel(false);
+    let target = NamespaceTarget { selector, scope };
+    let task = async move { index_watch("namespace watch", stream, target, tx, &metrics).await }.boxed();
+    Watch { name: "namespace watch".into(), task, synced }
+}
+
+struct NamespaceTarget {
+    selector: LabelSelector,
+    scope: ScopeFilter,
+}
+
+impl IndexTarget<PartialObjectMeta<Namespace>> for NamespaceTarget {
+    type Key = String;
+
+    fn apply(&mut self, ns: PartialObjectMeta<Namespace>, _phase: Phase) -> Option<String> {
+        let name = ns.metadata.name.unwrap_or_default();
+        let labels = ns.metadata.labels.unwrap_or_default();
+        let selected = self.selector.matches(&labels);
+        if self.scope.set_selected(&name, selected) {
+            info!(namespace = %name, selected, "namespace selection changed");
+        }
+        Some(name)
+    }
+
+    fn delete(&mut self, ns: PartialObjectMeta<Namespace>) {
+        self.scope.set_selected(&ns.metadata.name.unwrap_or_default(), false);
+    }
+
+    /// A namespace missing from a re-list was deleted while the watch was down.
+    fn reset(&mut self, seen: HashSet<String>, _phase: Phase) {
+        for name in self.scope.selected_namespaces() {
+            if !seen.contains(&name) {
+                self.scope.set_selected(&name, false);
+            }
+        }
+    }
+}

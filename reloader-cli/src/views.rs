@@ -1,0 +1,92 @@
+//! Object → compact view, the one place: the watches, explain and admission build views here.
+//! A ConfigMap or Secret is hashed the moment it arrives and dropped; only its view goes on.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{DynamicObject, ObjectMeta};
+use reloader_core::annotations::AnnotationKeys;
+use reloader_core::hash;
+use reloader_core::model::{ContentHash, ResourceKey, ResourceKind};
+use reloader_core::views::ResourceView;
+use reloader_core::views::WorkloadView;
+
+use crate::kinds::{Loaded, ToLoaded};
+
+fn flag(annotations: Option<&BTreeMap<String, String>>, key: &str) -> bool {
+    annotations.and_then(|a| a.get(key)).is_some_and(|v| v == "true")
+}
+
+fn resource_view(
+    kind: ResourceKind,
+    meta: &ObjectMeta,
+    namespace: &str,
+    name: &str,
+    hash: ContentHash,
+    keys: &AnnotationKeys,
+) -> ResourceView {
+    let annotations = meta.annotations.as_ref();
+    ResourceView {
+        key: ResourceKey::new(kind, namespace, name),
+        hash,
+        matched: flag(annotations, &keys.search_match),
+        ignored: flag(annotations, &keys.ignore),
+    }
+}
+
+pub(crate) fn configmap_view(cm: &ConfigMap, keys: &AnnotationKeys) -> Option<ResourceView> {
+    let data = cm.data.iter().flatten().map(|(k, v)| (k.as_str(), v.as_str()));
+    let binary = cm.binary_data.iter().flatten().map(|(k, v)| (k.as_str(), v.0.as_slice()));
+    let hash = hash::configmap_hash(data, binary);
+    let meta = &cm.metadata;
+    Some(resource_view(
+        ResourceKind::ConfigMap,
+        meta,
+        meta.namespace.as_deref()?,
+        meta.name.as_deref()?,
+        hash,
+        keys,
+    ))
+}
+
+pub(crate) fn secret_view(secret: &Secret, keys: &AnnotationKeys) -> Option<ResourceView> {
+    let data = secret.data.iter().flatten().map(|(k, v)| (k.as_str(), v.0.as_slice()));
+    let hash = hash::secret_hash(data);
+    let meta = &secret.metadata;
+    Some(resource_view(
+        ResourceKind::Secret,
+        meta,
+        meta.namespace.as_deref()?,
+        meta.name.as_deref()?,
+        hash,
+        keys,
+    ))
+}
+
+/// A SecretProviderClassPodStatus speaks for its SecretProviderClass: the view is keyed by the
+/// class name, hashed from the mounted objects' versions.
+pub(crate) fn spc_view(status: &DynamicObject, keys: &AnnotationKeys) -> Option<ResourceView> {
+    let st = status.data.get("status")?;
+    let class = st.get("secretProviderClassName")?.as_str()?;
+    let objects: Vec<(&str, &str)> = st
+        .get("objects")
+        .and_then(|o| o.as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|o| Some((o.get("id")?.as_str()?, o.get("version")?.as_str()?)))
+        .collect();
+    let hash = hash::spc_pod_status_hash(class, objects);
+    let namespace = status.metadata.namespace.as_deref()?;
+    Some(resource_view(ResourceKind::SecretProviderClass, &status.metadata, namespace, class, hash, keys))
+}
+
+/// The compact view of a workload object, through its backend.
+pub(crate) fn workload_view(loaded: &Loaded, keys: &AnnotationKeys) -> WorkloadView {
+    loaded.with(|w| w.view(keys))
+}
+
+/// The view a watch keeps of a workload object; the object itself is dropped here.
+pub(crate) fn watched_workload_view<K: ToLoaded>(obj: K, keys: &AnnotationKeys) -> Option<WorkloadView> {
+    let view = workload_view(&obj.into_loaded(), keys);
+    (!view.key.name.is_empty()).then_some(view)
+}
