@@ -44,8 +44,9 @@ async fn manifests_install_and_their_service_account_can_reload() {
     let dir = manifests_dir();
 
     let file = dir.join("reloader.yaml");
-    kubectl(plane, &["apply", "--server-side", "--dry-run=server", "-f", file.to_str().unwrap()]);
     let applied = kubectl(plane, &["apply", "--server-side", "-k", dir.to_str().unwrap()]);
+    // The same objects through `-f` (dry run: the Namespace must exist for it).
+    kubectl(plane, &["apply", "--server-side", "--dry-run=server", "-f", file.to_str().unwrap()]);
     for object in ["namespace/reloader", "serviceaccount/", "clusterrole.", "deployment.apps/"] {
         assert!(applied.contains(object), "{object} applied: {applied}");
     }
