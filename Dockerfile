@@ -9,7 +9,9 @@
 #     --build-arg SOURCE_DATE_EPOCH="$(git log -1 --format=%ct)" -t ghcr.io/reloader/reloader:0.1.0 .
 #
 # Each platform compiles natively in its own build stage (buildx runs arm64 under QEMU when the
-# builder is amd64): glibc is linked statically (crt-static), which needs no cross toolchain.
+# builder is amd64): glibc is linked statically (crt-static), which needs no cross toolchain;
+# getrandom uses the raw syscall (a static binary cannot dlsym glibc's getrandom, and the
+# fallback, /dev/urandom, is not there in every sandbox).
 # linux/arm64 is built by the release workflow but not exercised on the project's test machine.
 
 ARG RUST_VERSION=1.95
