@@ -31,7 +31,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
       arm64) target=aarch64-unknown-linux-gnu ;; \
       *) echo "unsupported TARGETARCH ${TARGETARCH} (linux/amd64 and linux/arm64 are)" >&2; exit 1 ;; \
     esac; \
-    RUSTFLAGS="-C target-feature=+crt-static --cfg getrandom_backend=\"linux_getrandom\" --remap-path-prefix=/build=/build --remap-path-prefix=/usr/local/cargo=/cargo" \
+    RUSTFLAGS="-C target-feature=+crt-static --cfg getrandom_backend=\"linux_getrandom\" --remap-path-prefix=/usr/local/cargo=/cargo" \
     RELOADER_GIT_COMMIT="${REVISION}" SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH}" \
       cargo build --release --locked -p reloader-cli --target "${target}"; \
     mkdir -p /rootfs/etc/ssl/certs /rootfs/tmp /rootfs/usr/share/doc/reloader; \
