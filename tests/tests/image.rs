@@ -3,8 +3,8 @@
 //! entrypoint is the binary, no shell anywhere in the rootfs, the binary asks for no dynamic
 //! loader), and the binary is run FROM THE UNPACKED ROOTFS, chrooted in a user namespace as the
 //! image's user, against the local control plane, where it performs a reload. The kubeconfig
-//! names the API server `localhost`, resolved from the rootfs's `/etc/hosts` (which kubelet
-//! mounts in a pod), so name resolution inside the image is exercised too.
+//! names the API server `kubernetes` (a name its certificate holds), resolved from the rootfs's
+//! `/etc/hosts` (which kubelet mounts in a pod), so name resolution inside the image is exercised.
 //!
 //! `hack/test` runs `hack/image` first. Under `CI=true` a missing archive or a missing `unshare`
 //! fails the test; elsewhere it is skipped with a message.
@@ -199,10 +199,10 @@ async fn binary_from_the_image_reloads_as_the_image_user() {
 
     // What kubelet mounts into a pod, and a kubeconfig that names the API server by host name.
     let etc = image.rootfs.join("etc");
-    std::fs::write(etc.join("hosts"), "127.0.0.1 localhost\n").unwrap();
+    std::fs::write(etc.join("hosts"), "127.0.0.1 localhost kubernetes\n").unwrap();
     let kubeconfig = std::fs::read_to_string(plane.kubeconfig_path()).unwrap();
     assert!(kubeconfig.contains("https://127.0.0.1:"), "the plane serves on 127.0.0.1: {kubeconfig}");
-    let kubeconfig = kubeconfig.replace("https://127.0.0.1:", "https://localhost:");
+    let kubeconfig = kubeconfig.replace("https://127.0.0.1:", "https://kubernetes:");
     // Owner-only, as a mounted Secret would be: in the user namespace the test's own uid is
     // the image's user, so the binary can read it and nobody else can.
     let kubeconfig_path = etc.join("kubeconfig");
