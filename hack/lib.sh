@@ -11,3 +11,5 @@ export CGO_ENABLED=0
 
 log() { printf '[hack %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf '[hack] error: %s\n' "$*" >&2; exit 1; }
+# The one version source: [workspace.package] version in Cargo.toml (image tag, chart appVersion).
+workspace_version() { sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$ROOT_DIR/Cargo.toml"; }

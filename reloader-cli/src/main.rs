@@ -16,7 +16,7 @@ use reloader_sidecar::SidecarArgs;
 #[derive(Parser, Debug)]
 #[command(
     name = "reloader",
-    version,
+    version = env!("RELOADER_LONG_VERSION"),
     about = "Rolls Kubernetes workloads when the ConfigMaps and Secrets they use change",
     args_conflicts_with_subcommands = true
 )]
