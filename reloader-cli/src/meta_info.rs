@@ -1,5 +1,5 @@
 //! The `reloader-meta-info` ConfigMap: how this instance was built and configured, published
-//! where `RELOADER_NAMESPACE` points (compat.md §2), for tools that inspect a running Reloader.
+//! where `RELOADER_NAMESPACE` points (docs/compatibility.md §2), for tools that inspect a running Reloader.
 
 use std::collections::BTreeMap;
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_reloader");
 
-/// compat.md §1, plus the leader-election tuning flags and ours.
+/// docs/compatibility.md §1, plus the leader-election tuning flags and ours.
 const FLAGS: &[&str] = &[
     "--auto-reload-all",
     "--configmap-annotation",

@@ -1,4 +1,4 @@
-//! The pure half of the mutating admission webhook (beyond.md §3): the RFC 6902 operations that
+//! The pure half of the mutating admission webhook (docs/beyond-stakater.md §3): the RFC 6902 operations that
 //! keep reload markers across re-applies, and stamp them on workloads as they are created.
 //!
 //! - [`preserve_markers`] (UPDATE): a marker the old object carries and the new one lacks is

@@ -115,7 +115,7 @@ impl ReloadAnnotations {
         }
     }
 
-    /// compat.md §4.3 step 1: does this map hold any of the keys that select it for `kind`?
+    /// docs/compatibility.md §4.3 step 1: does this map hold any of the keys that select it for `kind`?
     pub(crate) fn selects_for(&self, kind: ResourceKind) -> bool {
         let i = kind_index(kind);
         self.explicit[i].is_some()

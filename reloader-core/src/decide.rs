@@ -1,4 +1,4 @@
-//! compat.md §4.3 as a pure function: which workloads reload for a changed resource, and how.
+//! docs/compatibility.md §4.3 as a pure function: which workloads reload for a changed resource, and how.
 //!
 //! [`decide`] answers "does this workload reload for this resource, by which rule, on which
 //! container"; [`plan`] turns a yes into the marker change for an event and drops changes the
@@ -121,7 +121,7 @@ pub enum ResourceEventKind {
     Deleted,
 }
 
-/// compat.md §4.3: does `workload` reload for `resource`, by which rule, on which container?
+/// docs/compatibility.md §4.3: does `workload` reload for `resource`, by which rule, on which container?
 ///
 /// The caller has already applied the filters of §4.2 that do not depend on the resource's own
 /// annotations (ignored types, namespaces, ignored workload kinds); `ignore: "true"` on the
@@ -162,7 +162,7 @@ pub(crate) fn plan(
     Ok(MarkerChange { resource: resource.key.clone(), action, strategy: opts.strategy, container })
 }
 
-/// The marker action an event calls for (compat.md §6): record the new hash; on delete, remove
+/// The marker action an event calls for (docs/compatibility.md §6): record the new hash; on delete, remove
 /// the env var, or record the delete-marker hash under the annotations strategy.
 pub(crate) fn marker_action(
     event: ResourceEventKind,
@@ -176,7 +176,7 @@ pub(crate) fn marker_action(
     }
 }
 
-/// compat.md §4.3 step 1: the workload's own annotations, unless they hold none of the keys
+/// docs/compatibility.md §4.3 step 1: the workload's own annotations, unless they hold none of the keys
 /// that select workloads for `kind`; then the pod template's.
 pub(crate) fn effective_rules(workload: &WorkloadView, kind: ResourceKind) -> &ReloadAnnotations {
     if workload.metadata_rules.selects_for(kind) {
@@ -186,7 +186,7 @@ pub(crate) fn effective_rules(workload: &WorkloadView, kind: ResourceKind) -> &R
     }
 }
 
-/// Steps 2 to 6 of compat.md §4.3, before the container is chosen.
+/// Steps 2 to 6 of docs/compatibility.md §4.3, before the container is chosen.
 fn select_rule(
     workload: &WorkloadView,
     resource: &ResourceView,

@@ -1,4 +1,4 @@
-//! `reloader explain`: why a workload would or would not reload, as data (beyond.md §6).
+//! `reloader explain`: why a workload would or would not reload, as data (docs/beyond-stakater.md §6).
 //!
 //! [`explain`] takes what the controller itself would see (the workload's view, the views of the
 //! ConfigMaps/Secrets of its namespace, the settings) and runs the same [`decide`] the controller
@@ -127,7 +127,7 @@ pub fn explain(input: &ExplainInput<'_>) -> Explanation {
     }
 }
 
-/// Which annotation map compat.md §4.3 step 1 reads for a resource type.
+/// Which annotation map docs/compatibility.md §4.3 step 1 reads for a resource type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RulesInEffect {
     Workload,

@@ -1,4 +1,4 @@
-//! Content hashes, byte-for-byte compatible with Stakater Reloader (compat.md §5), so a
+//! Content hashes, byte-for-byte compatible with Stakater Reloader (docs/compatibility.md §5), so a
 //! workload it already reloaded carries exactly the marker we would write.
 
 use base64::Engine as _;

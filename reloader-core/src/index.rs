@@ -140,7 +140,7 @@ impl Index {
             .collect()
     }
 
-    /// The start-up / leadership sweep (beyond.md §2): every workload carrying a marker for a
+    /// The start-up / leadership sweep (docs/beyond-stakater.md §2): every workload carrying a marker for a
     /// resource it reloads for, whose hash differs from the resource's current hash. The
     /// marker is the record of what the workload last reloaded for, so this applies a change
     /// made while nobody was leading exactly once, and a takeover with no change writes nothing.

@@ -6,7 +6,7 @@
 //!   the marker.
 //! - [`model`]: the vocabulary: kinds, keys, content hashes and references.
 //! - [`views`]: the compact, data-free views of resources and workloads, and how one is built.
-//! - [`decide`]: compat.md §4 as a function from (workload, resource, options) to a decision.
+//! - [`decide`]: docs/compatibility.md §4 as a function from (workload, resource, options) to a decision.
 //! - [`explain`]: why a workload would or would not reload, for `reloader explain`.
 //! - [`markers`]: the markers a workload carries and the changes a reload makes to them.
 //! - [`workload`]: the trait a backend implements to turn a decision into a write, and

@@ -213,7 +213,7 @@ pub(crate) enum ContainerRef {
     Init(u16),
 }
 
-/// How a reload is recorded in the pod template (compat.md §6).
+/// How a reload is recorded in the pod template (docs/compatibility.md §6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum ReloadStrategy {
     /// `STAKATER_<NAME>_<TYPE>` env var on one container.

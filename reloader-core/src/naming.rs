@@ -1,4 +1,4 @@
-//! Env-var marker names: `STAKATER_<NAME>_CONFIGMAP|SECRET|SECRETPROVIDERCLASS` (compat.md §5).
+//! Env-var marker names: `STAKATER_<NAME>_CONFIGMAP|SECRET|SECRETPROVIDERCLASS` (docs/compatibility.md §5).
 
 use crate::model::ResourceKind;
 

@@ -1,6 +1,6 @@
 //! The command line and environment, typed and validated.
 //!
-//! [`RawOptions`] is the text of every flag and setting (compat.md §1 and §2, plus our flags), as
+//! [`RawOptions`] is the text of every flag and setting (docs/compatibility.md §1 and §2, plus our flags), as
 //! the binary's command line reads it; [`RawOptions::validate`] checks every value before
 //! anything talks to a cluster and returns [`Options`], or one [`ConfigError`] naming the flag
 //! and the bad value. `Options` serializes to the JSON of the

@@ -1,4 +1,4 @@
-//! Which ConfigMaps, Secrets and SecretProviderClasses a pod spec uses (compat.md §4.4), and
+//! Which ConfigMaps, Secrets and SecretProviderClasses a pod spec uses (docs/compatibility.md §4.4), and
 //! which container gets the env-var marker.
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
@@ -79,7 +79,7 @@ fn first_mounting_container(spec: &PodSpec, volume: &str) -> Option<ContainerRef
     spec.init_containers.iter().flatten().position(mounts).map(|i| ContainerRef::Init(i as u16))
 }
 
-/// The regular container that gets the marker for a resource (compat.md §4.4): the first
+/// The regular container that gets the marker for a resource (docs/compatibility.md §4.4): the first
 /// regular container mounting a referencing volume; else the first regular container with an
 /// env/envFrom reference; else (init-container-only reference, or an explicit reload without
 /// any reference) `containers[0]`. `None` when there are no regular containers.

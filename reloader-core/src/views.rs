@@ -31,7 +31,7 @@ pub struct WorkloadView {
     pub key: WorkloadKey,
     /// Reloader annotations on the workload's own metadata.
     pub metadata_rules: ReloadAnnotations,
-    /// Reloader annotations on the pod template (the fallback of compat.md §4.3 step 1).
+    /// Reloader annotations on the pod template (the fallback of docs/compatibility.md §4.3 step 1).
     pub template_rules: ReloadAnnotations,
     /// Every ConfigMap/Secret/SecretProviderClass the pod spec uses.
     pub references: Vec<Reference>,

@@ -1,6 +1,6 @@
 {{/*
 The command line of the controller, as a JSON list. Each value maps to exactly one flag of
-the binary (compat.md §1 and our additions); a value at its default renders nothing, so the
+the binary (docs/compatibility.md §1 and our additions); a value at its default renders nothing, so the
 binary's own default applies.
 */}}
 {{- define "reloader.args" -}}

@@ -2,7 +2,7 @@
 The rules reloader needs where it watches workloads: the ClusterRole in global mode, each
 namespaced Role otherwise. Every rule here is used by the binary with the same values, and
 nothing else is granted: watches list and watch; a reload GETs the workload fresh and PATCHes it
-(a Job is deleted and created again, a CronJob gets a new Job). tests/tests/chart_rbac/ takes
+(a Job is deleted and created again, a CronJob gets a new Job). tests/behaviour/tests/chart_rbac/ takes
 each verb out in turn and shows the binary fails without it.
 Call with (dict "root" $ "cluster" true|false).
 */}}

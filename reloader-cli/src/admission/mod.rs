@@ -1,4 +1,4 @@
-//! The opt-in mutating admission webhook (`--admission-webhook`, beyond.md §3): HTTPS on
+//! The opt-in mutating admission webhook (`--admission-webhook`, docs/beyond-stakater.md §3): HTTPS on
 //! `--webhook-addr` with the certificate from `--webhook-tls-cert`/`--webhook-tls-key`:
 //!
 //! - `POST /mutate`: an AdmissionReview v1 for a workload, answered with the JSON patch that

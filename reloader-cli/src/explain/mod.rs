@@ -1,5 +1,5 @@
 //! `reloader explain <kind>/<name>`: reads one workload and the ConfigMaps/Secrets of its
-//! namespace, and prints why each would or would not reload it (beyond.md §6).
+//! namespace, and prints why each would or would not reload it (docs/beyond-stakater.md §6).
 //!
 //! The decisions are the controller's own ([`reloader_core::explain`] runs `decide`), under the
 //! controller flags given on the command line, so `reloader explain deployment/web <the flags

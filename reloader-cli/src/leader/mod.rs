@@ -1,4 +1,4 @@
-//! Lease-based leadership (`--enable-ha`, beyond.md §2). Every replica watches and keeps its
+//! Lease-based leadership (`--enable-ha`, docs/beyond-stakater.md §2). Every replica watches and keeps its
 //! index warm; only the one holding the Lease writes.
 //!
 //! - Every Lease write is a compare-and-swap ([`CasLeaseLock`]), so at most one candidate wins a
@@ -33,7 +33,7 @@ use crate::observe::metrics::Metrics;
 /// Consecutive failed rounds between two warnings while the Lease API is unreachable.
 const WARN_EVERY_FAILURES: u32 = 10;
 
-/// Leader-election settings (compat.md §1, Stakater's v2 flags).
+/// Leader-election settings (docs/compatibility.md §1, Stakater's v2 flags).
 #[derive(Debug, Clone)]
 pub(crate) struct ElectionConfig {
     pub lease_name: String,

@@ -1,5 +1,5 @@
 //! The campaign's timing rules, on virtual time with a scripted lock. The race between real
-//! candidates on a real API server is in tests/tests/ha.rs.
+//! candidates on a real API server is in tests/behaviour/tests/ha.rs.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};

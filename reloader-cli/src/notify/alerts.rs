@@ -1,4 +1,4 @@
-//! Alerts after each successful reload (`ALERT_*`, compat.md §9): Slack, Microsoft Teams,
+//! Alerts after each successful reload (`ALERT_*`, docs/compatibility.md §9): Slack, Microsoft Teams,
 //! Google Chat or raw text.
 //!
 //! Delivery happens on a background task fed by a bounded queue, so a slow or unreachable sink

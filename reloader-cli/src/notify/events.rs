@@ -1,5 +1,5 @@
 //! Kubernetes Events on workloads: `Reloaded` (Normal), `ReloadFail` and `InvalidAnnotation`
-//! (Warning), compat.md §10.
+//! (Warning), docs/compatibility.md §10.
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::ObjectReference;

@@ -1,5 +1,5 @@
 //! `--webhook-url` mode: a changed ConfigMap/Secret is announced by an HTTP POST instead of a
-//! reload (compat.md §9). Also home of the retrying POST shared with the alert sinks.
+//! reload (docs/compatibility.md §9). Also home of the retrying POST shared with the alert sinks.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! The HTTP server on the metrics port: `/metrics`, `/live`, `/healthz`, `/readyz`.
 //!
-//! Profiling is deliberately not served here (compat.md §1): the metrics port is usually reachable
+//! Profiling is deliberately not served here (docs/compatibility.md §1): the metrics port is usually reachable
 //! by every scraper in the cluster.
 
 use std::net::SocketAddr;

@@ -2,7 +2,7 @@
 //! standby too). Each time it becomes leader it compares every recorded marker with the current
 //! hash and reloads exactly the workloads that differ, then replays the changes it saw as a
 //! standby to the workloads that record nothing for them: a change made while nobody led is
-//! applied once, and a take-over with no change writes nothing (beyond.md §2).
+//! applied once, and a take-over with no change writes nothing (docs/beyond-stakater.md §2).
 
 use std::sync::{Arc, RwLock};
 use std::time::Instant;

@@ -1,5 +1,5 @@
 //! The reconcile stage: every change a watch sees comes here. Resource changes update the index,
-//! pass the filters of compat.md §4.1 and §4.2, and become queued writes for the workloads the
+//! pass the filters of docs/compatibility.md §4.1 and §4.2, and become queued writes for the workloads the
 //! core's `decide` picks; workload changes update the index, the pause timers and the
 //! annotation checks. The stage writes nothing itself: work goes to a [`WorkQueue`].
 

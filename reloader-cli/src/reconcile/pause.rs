@@ -1,4 +1,4 @@
-//! Pause periods (compat.md §8). The resume time is derived from the `paused-at` annotation the
+//! Pause periods (docs/compatibility.md §8). The resume time is derived from the `paused-at` annotation the
 //! Deployment itself carries, so a restart or a leader change never leaves it paused forever.
 
 use std::collections::HashMap;

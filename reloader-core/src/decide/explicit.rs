@@ -1,6 +1,6 @@
 //! Entries of the explicit reload lists (`configmap.reloader.stakater.com/reload: "a,b,app-.*"`).
 //!
-//! Every entry is matched as the regular expression `^entry$` (compat.md §3). Most entries are
+//! Every entry is matched as the regular expression `^entry$` (docs/compatibility.md §3). Most entries are
 //! plain names, for which that is plain equality: those never touch the regex engine and the
 //! index can file them under the name itself. The rest are patterns, compiled on demand.
 

@@ -1,5 +1,5 @@
 //! Mistakes in a workload's reloader annotations worth a warning: they never stop a decision
-//! (compat.md §3: an invalid entry is skipped, the others still apply), but users want to know.
+//! (docs/compatibility.md §3: an invalid entry is skipped, the others still apply), but users want to know.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -103,7 +103,7 @@ pub fn annotation_problems(view: &WorkloadView, keys: &AnnotationKeys) -> Vec<An
     problems
 }
 
-/// The pause period is read from a Deployment's own metadata, and only there (compat.md §3).
+/// The pause period is read from a Deployment's own metadata, and only there (docs/compatibility.md §3).
 fn invalid_pause_period(view: &WorkloadView, keys: &AnnotationKeys) -> Option<AnnotationProblem> {
     if view.key.kind != WorkloadKind::Deployment {
         return None;

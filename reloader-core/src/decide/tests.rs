@@ -1,5 +1,5 @@
-//! The decision tables: scenarios.md §A (1-19, what needs no cluster) and §B (20-26, markers,
-//! idempotence and deletes), plus the edges of compat.md §4.3.
+//! The decision tables: docs/behaviour.md §A (1-19, what needs no cluster) and §B (20-26, markers,
+//! idempotence and deletes), plus the edges of docs/compatibility.md §4.3.
 
 mod decisions;
 mod plans;

@@ -1,4 +1,4 @@
-//! Explanations of the workloads of scenarios.md §A, built from real Deployments.
+//! Explanations of the workloads of docs/behaviour.md §A, built from real Deployments.
 
 mod cases;
 mod text;

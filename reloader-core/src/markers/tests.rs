@@ -1,4 +1,4 @@
-//! Marker reading, comparison and the exact patches that write them (compat.md §3, §6).
+//! Marker reading, comparison and the exact patches that write them (docs/compatibility.md §3, §6).
 
 use serde_json::json;
 

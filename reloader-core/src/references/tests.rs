@@ -1,4 +1,4 @@
-//! compat.md §4.4: every way a pod spec uses a resource, and the container that gets the marker.
+//! docs/compatibility.md §4.4: every way a pod spec uses a resource, and the container that gets the marker.
 
 use k8s_openapi::api::core::v1::{CSIVolumeSource, ConfigMapVolumeSource, Volume};
 

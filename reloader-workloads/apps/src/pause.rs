@@ -1,4 +1,4 @@
-//! Deployment pause periods (compat.md §8), derived from annotations alone so a pause survives
+//! Deployment pause periods (docs/compatibility.md §8), derived from annotations alone so a pause survives
 //! restarts, leader changes and failed reads (Stakater kept the timer in memory: their issue 1219).
 
 use std::time::{Duration, SystemTime};

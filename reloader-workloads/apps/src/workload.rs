@@ -58,7 +58,7 @@ impl<K: AppsKind> Workload for AppsWorkload<'_, K> {
         let Some(mut body) = template_strategic_patch(template, changes, ctx.keys, ctx.now_unix) else {
             return Ok(None);
         };
-        // A paused Deployment stays as it is: paused by a user (left alone, compat.md §8), or by
+        // A paused Deployment stays as it is: paused by a user (left alone, docs/compatibility.md §8), or by
         // an earlier reload whose `paused-at` must keep counting from the first change.
         if K::PAUSABLE && !self.0.paused() && pause::period(self.metadata(), ctx.keys).is_some() {
             body["spec"]["paused"] = Value::Bool(true);

@@ -1,4 +1,4 @@
-//! Shared building blocks for the behaviour tests (scenarios.md): workloads of every kind built
+//! Shared building blocks for the behaviour tests (docs/behaviour.md): workloads of every kind built
 //! from one description, ConfigMaps/Secrets with the hash Stakater would compute for them, and
 //! readers that look for the marker the controller writes.
 //!
@@ -79,7 +79,7 @@ impl Kind {
         Kind::Job,
     ];
 
-    /// The kinds whose reload is a change of their own pod template (scenarios.md's default set).
+    /// The kinds whose reload is a change of their own pod template (docs/behaviour.md's default set).
     pub const ROLLING: [Kind; 5] =
         [Kind::Deployment, Kind::DaemonSet, Kind::StatefulSet, Kind::Rollout, Kind::DeploymentConfig];
 

@@ -1,4 +1,4 @@
-//! The admission webhook (beyond.md §3) with the real kube-apiserver calling the real binary
+//! The admission webhook (docs/beyond-stakater.md §3) with the real kube-apiserver calling the real binary
 //! over HTTPS on 127.0.0.1, and kube-controller-manager turning template changes into
 //! ReplicaSets, so "no flicker" is counted in ReplicaSets and Deployment revisions:
 //!

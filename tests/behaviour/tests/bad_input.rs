@@ -1,4 +1,4 @@
-//! scenarios.md §F50: bad input. Resources at the size limit or with only `binaryData` /
+//! docs/behaviour.md §F50: bad input. Resources at the size limit or with only `binaryData` /
 //! `stringData`, names that share an env-var marker, an unparsable pause period, workloads
 //! without containers, and command lines that must be refused before any API call.
 

@@ -1,4 +1,4 @@
-//! scenarios.md §E37-E41: pause periods (across a crash too), webhook mode, alerts, the
+//! docs/behaviour.md §E37-E41: pause periods (across a crash too), webhook mode, alerts, the
 //! meta-info ConfigMap, `/metrics` and the health endpoints, against the real binary.
 
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! Coalescing (beyond.md §4, bench.md C1) on the real control plane: one Deployment using 10
+//! Coalescing (docs/beyond-stakater.md §4, docs/benchmark.md C1) on the real control plane: one Deployment using 10
 //! ConfigMaps and 10 Secrets, all 20 changed within a second. With `--coalesce-period=2s` the burst
 //! is one write, hence exactly one new ReplicaSet, and every marker is current; with the
 //! default `--coalesce-period=0` the same burst rolls the Deployment more than once.

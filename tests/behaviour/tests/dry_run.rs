@@ -1,4 +1,4 @@
-//! `reloader --dry-run` (beyond.md §6) on the real control plane with the real binary: every
+//! `reloader --dry-run` (docs/beyond-stakater.md §6) on the real control plane with the real binary: every
 //! write it would make is logged and counted (`reloader_dry_run_writes_total`), none is made;
 //! the same setup without `--dry-run` reloads (the positive twin).
 

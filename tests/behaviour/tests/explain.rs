@@ -1,6 +1,6 @@
-//! `reloader explain` (beyond.md §6) on the real control plane with the real binary
+//! `reloader explain` (docs/beyond-stakater.md §6) on the real control plane with the real binary
 //! (`target/debug/reloader`; build it first with `cargo build -p reloader-cli`): the main cases
-//! of scenarios.md §A as stable JSON, the text a newcomer reads, the recorded marker against the
+//! of docs/behaviour.md §A as stable JSON, the text a newcomer reads, the recorded marker against the
 //! current hash before and after a real reload, Secret values kept out of every output, and
 //! clear failures.
 
@@ -239,7 +239,7 @@ async fn references_say_how_and_by_which_container() {
             ("env_value_from", Some("sidecar-1"), false)
         ]
     );
-    // compat.md §4.4: the first regular container mounting a volume gets the marker.
+    // docs/compatibility.md §4.4: the first regular container mounting a volume gets the marker.
     assert_eq!(r["decision"]["container"], "sidecar-1");
     assert_eq!(json["workload"]["containers"], serde_json::json!(["app", "sidecar-1"]));
     assert_eq!(json["workload"]["init_containers"], serde_json::json!(["init"]));

@@ -1,4 +1,4 @@
-//! Faults under the controller (scenarios.md F46–F48). Each test starts a control plane of its
+//! Faults under the controller (docs/behaviour.md F46–F48). Each test starts a control plane of its
 //! own: they stop kube-apiserver, serve watches from a compacting etcd, or hammer a workload.
 
 mod ha_support;

@@ -1,4 +1,4 @@
-//! High availability (scenarios.md F43–F45, beyond.md §2): three replicas of the real binary
+//! High availability (docs/behaviour.md F43–F45, docs/beyond-stakater.md §2): three replicas of the real binary
 //! with `--enable-ha`, and the Lease lock raced in-process against the real API server.
 //!
 //! Writes are counted from the API server: a Deployment's `metadata.generation` grows by one

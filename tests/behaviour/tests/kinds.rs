@@ -1,4 +1,4 @@
-//! scenarios.md §C: how each workload kind is reloaded (CronJob, Job, Argo Rollout, OpenShift
+//! docs/behaviour.md §C: how each workload kind is reloaded (CronJob, Job, Argo Rollout, OpenShift
 //! DeploymentConfig) and `--ignored-workload-types`, against the real binary.
 
 use std::future::Future;

@@ -1,4 +1,4 @@
-//! scenarios.md §D: scope flags (`--resources-to-ignore`, `--namespaces-to-ignore`,
+//! docs/behaviour.md §D: scope flags (`--resources-to-ignore`, `--namespaces-to-ignore`,
 //! `--namespace-selector`, `--resource-label-selector`, `--namespaces`, `KUBERNETES_NAMESPACE`,
 //! `--auto-reload-all`), each shown both ways against the real binary.
 //!

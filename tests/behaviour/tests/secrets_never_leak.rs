@@ -1,4 +1,4 @@
-//! scenarios.md §E42: no Secret value (nor ConfigMap value) appears in any output of the
+//! docs/behaviour.md §E42: no Secret value (nor ConfigMap value) appears in any output of the
 //! controller: its log at trace level (text and JSON), Kubernetes Events, `/metrics`, alert
 //! bodies, webhook bodies. Unique values are planted, every kind of event is made to happen
 //! (update, create, delete; reload, alert, webhook), and every output is searched for each value
@@ -19,7 +19,7 @@ const RELOAD_TIMEOUT: Duration = Duration::from_secs(60);
 const CONFIG: &str = "app-config";
 const SECRET: &str = "db-credentials";
 const LATE_SECRET: &str = "late-credentials";
-/// compat.md §5: SHA-1 of `__RELOADER_EMPTY_DELETE_MARKER__`.
+/// docs/compatibility.md §5: SHA-1 of `__RELOADER_EMPTY_DELETE_MARKER__`.
 const DELETE_MARKER: &str = "aae45badef99284e4dae01d6046154ea9d99532f";
 
 /// The planted values: every form any of them could take in an output.

@@ -1,7 +1,7 @@
 //! `reloader sidecar` on the real control plane, with the real binary (`target/debug/reloader`;
 //! build it first with `cargo build -p reloader-cli`): the write rules, atomic swaps under a
 //! concurrent reader, one notification per content change, init mode, least-privilege RBAC from
-//! the example manifest, a kube-apiserver restart, and bench.md P1 (propagation latency).
+//! the example manifest, a kube-apiserver restart, and docs/benchmark.md P1 (propagation latency).
 //!
 //! P1 is printed by `p1_propagation_latency`; for quiet numbers run it alone:
 //! `cargo test -p reloader-tests --test sidecar p1 -- --nocapture --test-threads=1`.
@@ -277,7 +277,7 @@ async fn a_reader_never_sees_a_mixed_set_during_100_updates() {
     sidecar.assert_running();
 }
 
-/// bench.md P1: from an update's API response to the files swapped and to the endpoint called.
+/// docs/benchmark.md P1: from an update's API response to the files swapped and to the endpoint called.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn p1_propagation_latency() {
     const UPDATES: usize = 100;

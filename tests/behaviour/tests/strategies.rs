@@ -1,4 +1,4 @@
-//! scenarios.md §B (strategies and events), lines 20-27, on the real control plane with the real
+//! docs/behaviour.md §B (strategies and events), lines 20-27, on the real control plane with the real
 //! reloader binary, for every rolling kind (Deployment, DaemonSet, StatefulSet, Argo Rollout,
 //! DeploymentConfig) under both strategies. Test names start with the scenario number.
 
@@ -12,11 +12,11 @@ use kube::api::{Api, ListParams};
 use reloader_harness::{ControlPlane, NotYet, Reloader, wait_until};
 use reloader_tests::fixtures::*;
 
-/// compat.md §5: the ConfigMap `{test.url: www.stakater.com}` (and a Secret with the same data).
+/// docs/compatibility.md §5: the ConfigMap `{test.url: www.stakater.com}` (and a Secret with the same data).
 const VECTOR_KEY: &str = "test.url";
 const VECTOR_VALUE: &str = "www.stakater.com";
 const VECTOR_HASH: &str = "3c9a892aeaedc759abc3df9884a37b8be5680382";
-/// compat.md §5: the hash of empty content, standing for "what the data was before".
+/// docs/compatibility.md §5: the hash of empty content, standing for "what the data was before".
 const EMPTY_HASH: &str = "da39a3ee5e6b4b0d3255bfef95601890afd80709";
 const RELOAD_TIMEOUT: Duration = Duration::from_secs(90);
 const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -29,7 +29,7 @@ fn unix_now() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).expect("the clock is after 1970").as_secs() as i64
 }
 
-/// The `last-reloaded-from` value as Stakater Reloader writes it (compat.md §3), spelled out here.
+/// The `last-reloaded-from` value as Stakater Reloader writes it (docs/compatibility.md §3), spelled out here.
 fn stakater_annotation(resource: &ResourceRef, namespace: &str, hash: &str, observed_at: i64) -> String {
     format!(
         r#"{{"type":"{}","name":"{}","namespace":"{namespace}","hash":"{hash}","containerRefs":["app"],"observedAt":{observed_at}}}"#,
@@ -163,7 +163,7 @@ async fn revisions(client: &Client, workload: &WorkloadId) -> usize {
 }
 
 /// §B20 / §B21: the marker is the Stakater hash of the new data, checked against the literal
-/// vector of compat.md §5, in the exact shape Stakater writes; each reload rolls a new
+/// vector of docs/compatibility.md §5, in the exact shape Stakater writes; each reload rolls a new
 /// ReplicaSet / ControllerRevision whose pods become Ready on the fake nodes.
 async fn marker_is_the_stakater_hash(strategy: Strategy) {
     let env = TestEnv::with_crds().await;
@@ -184,7 +184,7 @@ async fn marker_is_the_stakater_hash(strategy: Strategy) {
     for (round, resource) in [&config, &secret].into_iter().enumerate() {
         let changed_at = unix_now();
         let hash = resources.update_data(resource, &[(VECTOR_KEY, VECTOR_VALUE)]).await.unwrap();
-        assert_eq!(hash, VECTOR_HASH, "the shared hashing disagrees with compat.md §5");
+        assert_eq!(hash, VECTOR_HASH, "the shared hashing disagrees with docs/compatibility.md §5");
         for workload in &workloads {
             workload.wait_for_marker(client, resource, strategy, VECTOR_HASH, RELOAD_TIMEOUT).await.unwrap();
             let template = workload.template(client).await.unwrap();
@@ -303,7 +303,7 @@ async fn b22_restart_without_change_writes_nothing_annotations() {
     restart_writes_nothing(Strategy::Annotations).await;
 }
 
-/// §B23: workloads carrying the marker Stakater wrote for the current data (the compat.md
+/// §B23: workloads carrying the marker Stakater wrote for the current data (the docs/compatibility.md
 /// vector) are not touched on start-up; twins carrying a marker for older data are caught up
 /// once, proving the start-up pass ran.
 async fn prestamped_workloads_are_left_alone(strategy: Strategy) {
@@ -393,7 +393,7 @@ fn create_and_delete_cases(enabled: bool) -> Vec<Case> {
                 } else {
                     on_delete.unchanged()
                 })
-                // compat.md §6.3: a deleted-then-recreated resource reloads again on create only
+                // docs/compatibility.md §6.3: a deleted-then-recreated resource reloads again on create only
                 // with reload-on-create.
                 .phase(if enabled { on_recreate.reloads(&deleted, 0) } else { on_recreate.unchanged() }),
         );

@@ -1,4 +1,4 @@
-//! bench.md's M1 data set, created with bounded concurrency and grown in steps (¼, ½, all) so
+//! docs/benchmark.md's M1 data set, created with bounded concurrency and grown in steps (¼, ½, all) so
 //! that one plane serves every size: 20 namespaces; ConfigMaps and Secrets of 8 KiB; Helm release
 //! Secrets of 256 KiB; Deployments, StatefulSets and DaemonSets referencing 2-4 of them by env,
 //! envFrom, volume and projected volume. Workloads run no pods: pod churn says nothing about a
@@ -41,7 +41,7 @@ pub struct Sizes {
 }
 
 impl Sizes {
-    /// bench.md's M1.
+    /// docs/benchmark.md's M1.
     pub const FULL: Sizes = Sizes {
         configmaps: 2000,
         secrets: 2000,

@@ -1,4 +1,4 @@
-//! bench.md's benchmark: our controller against Stakater Reloader on one local control plane and
+//! docs/benchmark.md's benchmark: our controller against Stakater Reloader on one local control plane and
 //! one data set, in the same run. `hack/bench` drives it through the `reloader-bench` binary;
 //! tests/bench/tests/bench_smoke.rs runs a small version through the same [`run`].
 //!
@@ -45,7 +45,7 @@ pub struct BenchOptions {
 }
 
 impl BenchOptions {
-    /// bench.md's sizes, or the small ones.
+    /// docs/benchmark.md's sizes, or the small ones.
     pub fn plan(&self) -> Plan {
         if self.small {
             Plan {

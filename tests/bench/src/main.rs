@@ -1,4 +1,4 @@
-//! bench.md's benchmark, driven by `hack/bench`: starts a local control plane, creates the data
+//! docs/benchmark.md's benchmark, driven by `hack/bench`: starts a local control plane, creates the data
 //! sets, measures our controller (and Stakater Reloader when `STAKATER_BIN` names a binary the
 //! user built), prints the table and writes `latest.json` and `latest.svg`.
 

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::procfs::Machine;
 
-/// What a figure must satisfy (bench.md's target column).
+/// What a figure must satisfy (docs/benchmark.md's target column).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(tag = "kind", content = "value", rename_all = "kebab-case")]
 pub enum Target {

@@ -1,5 +1,5 @@
 //! From raw measurements to the report's rows: the figure each scenario reports, its unit and
-//! bench.md's target.
+//! docs/benchmark.md's target.
 
 use serde_json::{Value, json};
 

@@ -1,4 +1,4 @@
-//! The command lines of the plane's components (control-plane.md, "kube-apiserver flags").
+//! The command lines of the plane's components (docs/control-plane.md, "kube-apiserver flags").
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! Prometheus metrics, exposed on `/metrics`.
 //!
-//! The names and labels of Stakater Reloader's metrics (compat.md §11) are kept exactly, so
+//! The names and labels of Stakater Reloader's metrics (docs/compatibility.md §11) are kept exactly, so
 //! dashboards and alerts written for it keep working; our own metrics are added beside them.
 //! The exposition format is OpenMetrics text: counters are registered without their `_total`
 //! suffix because the encoder appends it to the sample names.

@@ -6,7 +6,7 @@ use reloader_core::options::AlertSink;
 
 use super::*;
 
-/// Every sample name compat.md §11 requires, as Prometheus sees it after a scrape.
+/// Every sample name docs/compatibility.md §11 requires, as Prometheus sees it after a scrape.
 const COMPAT_SAMPLES: &[&str] = &[
     "reloader_reload_executed_total{",
     "reloader_reconcile_total{",

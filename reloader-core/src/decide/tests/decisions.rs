@@ -1,4 +1,4 @@
-//! compat.md §4.3 and scenarios.md §A, one case per line of the catalogue that needs no cluster.
+//! docs/compatibility.md §4.3 and docs/behaviour.md §A, one case per line of the catalogue that needs no cluster.
 
 use super::*;
 

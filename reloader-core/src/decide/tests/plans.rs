@@ -1,4 +1,4 @@
-//! scenarios.md §B 20-26: which marker change an event calls for, and when none is needed.
+//! docs/behaviour.md §B 20-26: which marker change an event calls for, and when none is needed.
 
 use super::*;
 use crate::annotations::AnnotationKeys;

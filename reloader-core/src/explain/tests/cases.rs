@@ -1,4 +1,4 @@
-//! One table: each workload of scenarios.md §A and what explain says of each of its resources.
+//! One table: each workload of docs/behaviour.md §A and what explain says of each of its resources.
 
 use super::*;
 

@@ -1,4 +1,4 @@
-//! The namespaced permissions of a reloader that watches only some namespaces (compat.md §13,
+//! The namespaced permissions of a reloader that watches only some namespaces (docs/compatibility.md §13,
 //! namespaced mode, without Argo, OpenShift, HA or CSI), granted to a ServiceAccount.
 
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};

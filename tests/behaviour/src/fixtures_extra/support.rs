@@ -16,7 +16,7 @@ use serde_json::json;
 use reloader_harness::{NotYet, wait_until};
 use reloader_harness::{PlaneError, Reloader, reloader_binary};
 
-/// compat.md §3, spelled out here rather than borrowed from the code under test.
+/// docs/compatibility.md §3, spelled out here rather than borrowed from the code under test.
 pub const ANNOTATION_PAUSE_PERIOD: &str = "deployment.reloader.stakater.com/pause-period";
 pub const ANNOTATION_PAUSED_AT: &str = "deployment.reloader.stakater.com/paused-at";
 pub const ANNOTATION_ROLLOUT_STRATEGY: &str = "reloader.stakater.com/rollout-strategy";

@@ -1,4 +1,4 @@
-//! scenarios.md F49: a missing permission is reported clearly (log, `reloader_errors_total`, a
+//! docs/behaviour.md F49: a missing permission is reported clearly (log, `reloader_errors_total`, a
 //! `ReloadFail` Event) and does not crash-loop.
 
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! The Helm chart's RBAC, proven on the real API server (RBAC authorization on) with the real
 //! binary (`target/debug/reloader`; build it first with `cargo build -p reloader-cli`), issue 6
-//! item 3 and scenarios.md F49.
+//! item 3 and docs/behaviour.md F49.
 //!
 //! For each values set of the issue: `helm lint` passes, the API server accepts every rendered
 //! object (server-side dry run, strict field validation), and the binary, started with exactly

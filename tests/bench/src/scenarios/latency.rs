@@ -22,7 +22,7 @@ use crate::subject::{Launch, Subject};
 use crate::{BenchError, Plan};
 use reloader_harness::ControlPlane;
 
-/// bench.md L1: one update every 250 ms.
+/// docs/benchmark.md L1: one update every 250 ms.
 pub const L1_INTERVAL: Duration = Duration::from_millis(250);
 const CHANGE_TIMEOUT: Duration = Duration::from_secs(120);
 const START_TIMEOUT: Duration = Duration::from_secs(300);

@@ -1,4 +1,4 @@
-//! The scenarios of bench.md, each measuring one controller (or the floor) at a time.
+//! The scenarios of docs/benchmark.md, each measuring one controller (or the floor) at a time.
 
 pub mod coalesce;
 pub mod failover;

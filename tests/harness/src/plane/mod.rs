@@ -21,7 +21,7 @@ use running::{Processes, lock};
 use startup::{start_apiserver_process, wait_for_etcd, write_admin_kubeconfig};
 
 const ETCD_READY_TIMEOUT: Duration = Duration::from_secs(60);
-/// control-plane.md allows 60 s on 2 busy cores; CI machines can be busier still.
+/// docs/control-plane.md allows 60 s on 2 busy cores; CI machines can be busier still.
 const APISERVER_READY_TIMEOUT: Duration = Duration::from_secs(120);
 const CONTROLLERS_READY_TIMEOUT: Duration = Duration::from_secs(120);
 
