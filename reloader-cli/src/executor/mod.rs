@@ -65,7 +65,7 @@ pub(crate) struct ExecutorIo {
 
 /// The handle that queues work; cheap to clone.
 #[derive(Clone)]
-pub struct Executor {
+pub(crate) struct Executor {
     inner: Arc<Inner>,
 }
 
