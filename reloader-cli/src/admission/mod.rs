@@ -62,7 +62,7 @@ const MAX_REVIEW_BYTES: usize = 8 * 1024 * 1024;
 /// Runs the webhook until `shutdown`. A webhook that cannot start (the address is taken, the
 /// certificate does not load) stops the whole process: the flag asked for it, and a replica
 /// that silently lacks it would hide the problem until the next re-apply rolls a workload.
-pub async fn serve(
+pub(crate) async fn serve(
     ctx: Arc<AdmissionState>,
     config: AdmissionWebhook,
     shutdown: CancellationToken,

@@ -17,7 +17,7 @@ use crate::executor::FIELD_MANAGER;
 use crate::observe::metrics::AdmissionOutcome as Outcome;
 
 /// The response to `request`: always allowed; with a patch when markers are added.
-pub fn review(
+pub(crate) fn review(
     ctx: &AdmissionState,
     request: &AdmissionRequest<DynamicObject>,
 ) -> (AdmissionResponse, Outcome) {

@@ -23,7 +23,7 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves `router` over TLS on `listener` until `shutdown`; connections in progress are then
 /// closed gracefully (their current request is answered).
-pub async fn serve_tls(
+pub(crate) async fn serve_tls(
     listener: TcpListener,
     acceptor: TlsAcceptor,
     router: Router,
@@ -86,6 +86,6 @@ pub async fn serve_tls(
 }
 
 /// The acceptor for `config`.
-pub fn acceptor(config: rustls::ServerConfig) -> TlsAcceptor {
+pub(crate) fn acceptor(config: rustls::ServerConfig) -> TlsAcceptor {
     TlsAcceptor::from(Arc::new(config))
 }

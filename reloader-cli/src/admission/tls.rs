@@ -20,7 +20,7 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
 #[derive(Debug, thiserror::Error)]
-pub enum CertificateError {
+pub(crate) enum CertificateError {
     #[error("reading {}: {source}", path.display())]
     Read { path: PathBuf, source: std::io::Error },
     #[error("{} holds no PEM certificate", .0.display())]
@@ -55,7 +55,7 @@ impl FileStamp {
 
 /// The certificate chain and key in service, and the files they come from.
 #[derive(Debug)]
-pub struct ReloadingCertificate {
+pub(crate) struct ReloadingCertificate {
     cert_path: PathBuf,
     key_path: PathBuf,
     provider: Arc<CryptoProvider>,
@@ -67,7 +67,7 @@ pub struct ReloadingCertificate {
 
 impl ReloadingCertificate {
     /// Loads the pair; fails if it cannot be served.
-    pub fn load(
+    pub(crate) fn load(
         cert_path: &Path,
         key_path: &Path,
         provider: Arc<CryptoProvider>,
@@ -86,7 +86,7 @@ impl ReloadingCertificate {
     /// Loads the pair again if either file changed since the last attempt. `Ok(true)`: a new
     /// certificate is in service; `Ok(false)`: nothing changed; `Err`: the files changed but do
     /// not load, and the previous certificate stays in service.
-    pub fn refresh(&self) -> Result<bool, CertificateError> {
+    pub(crate) fn refresh(&self) -> Result<bool, CertificateError> {
         let stamps = (stamp(&self.cert_path)?, stamp(&self.key_path)?);
         {
             let mut loaded = self.loaded.lock().expect("stamp lock");
@@ -101,7 +101,7 @@ impl ReloadingCertificate {
     }
 
     /// A server configuration that serves whatever certificate is current, HTTP/1.1 only.
-    pub fn server_config(self: &Arc<Self>) -> Result<ServerConfig, CertificateError> {
+    pub(crate) fn server_config(self: &Arc<Self>) -> Result<ServerConfig, CertificateError> {
         let mut config = ServerConfig::builder_with_provider(self.provider.clone())
             .with_safe_default_protocol_versions()?
             .with_no_client_auth()

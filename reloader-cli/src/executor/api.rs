@@ -1,14 +1,13 @@
 //! The API calls the writer makes, behind a small trait so the writer can be tested against a
-//! scripted API; [`KubeWorkloadApi`] is the real one.
+//! scripted API; `kube_api::KubeWorkloadApi` is the real one.
 
 use async_trait::async_trait;
 use k8s_openapi::api::batch::v1::Job;
-use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::Patch;
 use reloader_core::model::WorkloadKey;
 use serde_json::Value;
 
-use crate::kinds::{Loaded, api_resource, load};
+use crate::kinds::Loaded;
 
 /// The field manager of every write, so writes are attributed and the admission webhook can
 /// recognise (and let pass) its own controller's patches.
@@ -25,57 +24,4 @@ pub(crate) trait WorkloadApi: Send + Sync {
     /// Deletes a Job and (in the background) its pods. A 404 is an error like any other.
     async fn delete_job(&self, namespace: &str, name: &str) -> Result<(), kube::Error>;
     async fn job_exists(&self, namespace: &str, name: &str) -> Result<bool, kube::Error>;
-}
-
-pub(crate) struct KubeWorkloadApi {
-    client: Client,
-}
-
-impl KubeWorkloadApi {
-    pub(crate) fn new(client: Client) -> Self {
-        KubeWorkloadApi { client }
-    }
-
-    fn dynamic(&self, key: &WorkloadKey) -> Api<DynamicObject> {
-        Api::namespaced_with(self.client.clone(), &key.namespace, &api_resource(key.kind))
-    }
-
-    fn jobs(&self, namespace: &str) -> Api<Job> {
-        Api::namespaced(self.client.clone(), namespace)
-    }
-}
-
-fn post_params() -> PostParams {
-    PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }
-}
-
-#[async_trait]
-impl WorkloadApi for KubeWorkloadApi {
-    async fn load(&self, key: &WorkloadKey) -> Result<Option<Loaded>, kube::Error> {
-        load(&self.client, key).await
-    }
-
-    async fn resource_version(&self, key: &WorkloadKey) -> Result<Option<String>, kube::Error> {
-        let metadata = self.dynamic(key).get_metadata_opt(&key.name).await?;
-        Ok(metadata.and_then(|m| m.metadata.resource_version))
-    }
-
-    async fn patch(&self, key: &WorkloadKey, patch: &Patch<Value>) -> Result<(), kube::Error> {
-        let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
-        self.dynamic(key).patch(&key.name, &params, patch).await.map(drop)
-    }
-
-    async fn create_job(&self, namespace: &str, job: &Job) -> Result<(), kube::Error> {
-        self.jobs(namespace).create(&post_params(), job).await.map(drop)
-    }
-
-    async fn delete_job(&self, namespace: &str, name: &str) -> Result<(), kube::Error> {
-        let params =
-            DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() };
-        self.jobs(namespace).delete(name, &params).await.map(drop)
-    }
-
-    async fn job_exists(&self, namespace: &str, name: &str) -> Result<bool, kube::Error> {
-        Ok(self.jobs(namespace).get_opt(name).await?.is_some())
-    }
 }

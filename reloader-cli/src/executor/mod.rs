@@ -4,6 +4,7 @@
 //! Only the leader dispatches; a global rate limit protects the API server on large fan-outs.
 
 mod api;
+mod kube_api;
 mod rate_limit;
 mod writer;
 
@@ -21,7 +22,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, warn};
 
-pub(crate) use api::{FIELD_MANAGER, KubeWorkloadApi, WorkloadApi};
+pub(crate) use api::{FIELD_MANAGER, WorkloadApi};
+pub(crate) use kube_api::KubeWorkloadApi;
 use rate_limit::RateLimiter;
 use writer::Writer;
 
@@ -65,7 +67,7 @@ pub(crate) struct ExecutorIo {
 
 /// The handle that queues work; cheap to clone.
 #[derive(Clone)]
-pub struct Executor {
+pub(crate) struct Executor {
     inner: Arc<Inner>,
 }
 

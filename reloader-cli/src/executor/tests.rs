@@ -275,9 +275,13 @@ struct Setup {
     leading: bool,
 }
 
+/// Leading, no window, no rate limit, writing for real.
+const PLAIN: Setup =
+    Setup { coalesce_period: Duration::ZERO, max_writes_per_second: 0.0, dry_run: false, leading: true };
+
 impl Default for Setup {
     fn default() -> Self {
-        Setup { coalesce_period: Duration::ZERO, max_writes_per_second: 0.0, dry_run: false, leading: true }
+        PLAIN
     }
 }
 
@@ -337,20 +341,39 @@ impl Harness {
     }
 }
 
+/// A harness whose API holds the Deployment `web`.
+fn start_with_web(setup: Setup) -> (Harness, WorkloadKey) {
+    let h = start(setup);
+    let workload = key(WorkloadKind::Deployment, "web");
+    deployment_exists(&h.api, &workload);
+    (h, workload)
+}
+
 const SETTLE: Duration = Duration::from_secs(120);
 
 // ---- the writer: outcomes of one write --------------------------------------------------------
 
-/// One reload of a Deployment, against an API scripted by `prepare`; what came of it.
+/// One reload of a Deployment, against a scripted API; what came of it.
 struct WriteCase {
     name: &'static str,
     setup: Setup,
-    prepare: fn(&FakeApi, &WorkloadKey),
+    object: Object,
+    /// The statuses the first patches fail with.
+    fail_with: &'static [u16],
     patches: usize,
     events: &'static [EventReason],
     alerts: usize,
     /// Sample lines expected with their values.
     samples: &'static [(&'static str, f64)],
+}
+
+/// The Deployment the API holds when the write starts.
+enum Object {
+    Plain,
+    /// Already carrying the marker the write would add.
+    Current,
+    /// Deleted.
+    Gone,
 }
 
 fn deployment_exists(api: &FakeApi, key: &WorkloadKey) {
@@ -360,13 +383,9 @@ fn deployment_exists(api: &FakeApi, key: &WorkloadKey) {
 const WRITE_CASES: &[WriteCase] = &[
     WriteCase {
         name: "a plain write succeeds at once",
-        setup: Setup {
-            coalesce_period: Duration::ZERO,
-            max_writes_per_second: 0.0,
-            dry_run: false,
-            leading: true,
-        },
-        prepare: deployment_exists,
+        setup: PLAIN,
+        object: Object::Plain,
+        fail_with: &[],
         patches: 1,
         events: &[EventReason::Reloaded],
         alerts: 1,
@@ -382,16 +401,9 @@ const WRITE_CASES: &[WriteCase] = &[
     },
     WriteCase {
         name: "a conflict is re-read and retried, then succeeds",
-        setup: Setup {
-            coalesce_period: Duration::ZERO,
-            max_writes_per_second: 0.0,
-            dry_run: false,
-            leading: true,
-        },
-        prepare: |api, key| {
-            deployment_exists(api, key);
-            api.fail_patches(&[409, 409]);
-        },
+        setup: PLAIN,
+        object: Object::Plain,
+        fail_with: &[409, 409],
         patches: 3,
         events: &[EventReason::Reloaded],
         alerts: 1,
@@ -403,16 +415,9 @@ const WRITE_CASES: &[WriteCase] = &[
     },
     WriteCase {
         name: "conflicts without end give up after 20 retries",
-        setup: Setup {
-            coalesce_period: Duration::ZERO,
-            max_writes_per_second: 0.0,
-            dry_run: false,
-            leading: true,
-        },
-        prepare: |api, key| {
-            deployment_exists(api, key);
-            api.fail_patches(&[409; 30]);
-        },
+        setup: PLAIN,
+        object: Object::Plain,
+        fail_with: &[409; 30],
         patches: 21,
         events: &[EventReason::ReloadFail],
         alerts: 0,
@@ -425,16 +430,9 @@ const WRITE_CASES: &[WriteCase] = &[
     },
     WriteCase {
         name: "a 503 is retried with backoff, then succeeds",
-        setup: Setup {
-            coalesce_period: Duration::ZERO,
-            max_writes_per_second: 0.0,
-            dry_run: false,
-            leading: true,
-        },
-        prepare: |api, key| {
-            deployment_exists(api, key);
-            api.fail_patches(&[503, 500]);
-        },
+        setup: PLAIN,
+        object: Object::Plain,
+        fail_with: &[503, 500],
         patches: 3,
         events: &[EventReason::Reloaded],
         alerts: 1,
@@ -445,16 +443,9 @@ const WRITE_CASES: &[WriteCase] = &[
     },
     WriteCase {
         name: "a 429 is transient too",
-        setup: Setup {
-            coalesce_period: Duration::ZERO,
-            max_writes_per_second: 0.0,
-            dry_run: false,
-            leading: true,
-        },
-        prepare: |api, key| {
-            deployment_exists(api, key);
-            api.fail_patches(&[429]);
-        },
+        setup: PLAIN,
+        object: Object::Plain,
+        fail_with: &[429],
         patches: 2,
         events: &[EventReason::Reloaded],
         alerts: 1,
@@ -462,16 +453,9 @@ const WRITE_CASES: &[WriteCase] = &[
     },
     WriteCase {
         name: "transient errors give up after 5 retries",
-        setup: Setup {
-            coalesce_period: Duration::ZERO,
-            max_writes_per_second: 0.0,
-            dry_run: false,
-            leading: true,
-        },
-        prepare: |api, key| {
-            deployment_exists(api, key);
-            api.fail_patches(&[500; 10]);
-        },
+        setup: PLAIN,
+        object: Object::Plain,
+        fail_with: &[500; 10],
         patches: 6,
         events: &[EventReason::ReloadFail],
         alerts: 0,
@@ -479,16 +463,9 @@ const WRITE_CASES: &[WriteCase] = &[
     },
     WriteCase {
         name: "forbidden is not retried",
-        setup: Setup {
-            coalesce_period: Duration::ZERO,
-            max_writes_per_second: 0.0,
-            dry_run: false,
-            leading: true,
-        },
-        prepare: |api, key| {
-            deployment_exists(api, key);
-            api.fail_patches(&[403]);
-        },
+        setup: PLAIN,
+        object: Object::Plain,
+        fail_with: &[403],
         patches: 1,
         events: &[EventReason::ReloadFail],
         alerts: 0,
@@ -496,16 +473,9 @@ const WRITE_CASES: &[WriteCase] = &[
     },
     WriteCase {
         name: "an invalid patch (422) is an API error, not retried",
-        setup: Setup {
-            coalesce_period: Duration::ZERO,
-            max_writes_per_second: 0.0,
-            dry_run: false,
-            leading: true,
-        },
-        prepare: |api, key| {
-            deployment_exists(api, key);
-            api.fail_patches(&[422]);
-        },
+        setup: PLAIN,
+        object: Object::Plain,
+        fail_with: &[422],
         patches: 1,
         events: &[EventReason::ReloadFail],
         alerts: 0,
@@ -513,13 +483,9 @@ const WRITE_CASES: &[WriteCase] = &[
     },
     WriteCase {
         name: "a workload deleted before its write is skipped",
-        setup: Setup {
-            coalesce_period: Duration::ZERO,
-            max_writes_per_second: 0.0,
-            dry_run: false,
-            leading: true,
-        },
-        prepare: |_, _| {},
+        setup: PLAIN,
+        object: Object::Gone,
+        fail_with: &[],
         patches: 0,
         events: &[],
         alerts: 0,
@@ -531,15 +497,9 @@ const WRITE_CASES: &[WriteCase] = &[
     },
     WriteCase {
         name: "a workload that already carries the marker is not written",
-        setup: Setup {
-            coalesce_period: Duration::ZERO,
-            max_writes_per_second: 0.0,
-            dry_run: false,
-            leading: true,
-        },
-        prepare: |api, key| {
-            api.put(key, Stored::Deployment(current_deployment(&key.name, &env_change("cfg", 1))))
-        },
+        setup: PLAIN,
+        object: Object::Current,
+        fail_with: &[],
         patches: 0,
         events: &[],
         alerts: 0,
@@ -547,13 +507,9 @@ const WRITE_CASES: &[WriteCase] = &[
     },
     WriteCase {
         name: "dry run writes nothing and says so",
-        setup: Setup {
-            coalesce_period: Duration::ZERO,
-            max_writes_per_second: 0.0,
-            dry_run: true,
-            leading: true,
-        },
-        prepare: deployment_exists,
+        setup: Setup { dry_run: true, ..PLAIN },
+        object: Object::Plain,
+        fail_with: &[],
         patches: 0,
         events: &[],
         alerts: 0,
@@ -565,13 +521,9 @@ const WRITE_CASES: &[WriteCase] = &[
     },
     WriteCase {
         name: "a standby writes nothing",
-        setup: Setup {
-            coalesce_period: Duration::ZERO,
-            max_writes_per_second: 0.0,
-            dry_run: false,
-            leading: false,
-        },
-        prepare: deployment_exists,
+        setup: Setup { leading: false, ..PLAIN },
+        object: Object::Plain,
+        fail_with: &[],
         patches: 0,
         events: &[],
         alerts: 0,
@@ -587,7 +539,14 @@ async fn write_outcomes() {
     for case in WRITE_CASES {
         let h = start(case.setup.clone());
         let workload = key(WorkloadKind::Deployment, "web");
-        (case.prepare)(&h.api, &workload);
+        match case.object {
+            Object::Plain => deployment_exists(&h.api, &workload),
+            Object::Current => {
+                h.api.put(&workload, Stored::Deployment(current_deployment("web", &env_change("cfg", 1))))
+            }
+            Object::Gone => {}
+        }
+        h.api.fail_patches(case.fail_with);
         h.reload(&workload, vec![env_change("cfg", 1)]);
         h.settle(SETTLE).await;
         assert_eq!(h.api.patches().len(), case.patches, "{}: patches {:?}", case.name, h.api.patches());
@@ -602,9 +561,7 @@ async fn write_outcomes() {
 
 #[tokio::test(start_paused = true)]
 async fn events_and_alerts_name_the_resource_and_the_workload() {
-    let h = start(Setup::default());
-    let workload = key(WorkloadKind::Deployment, "web");
-    deployment_exists(&h.api, &workload);
+    let (h, workload) = start_with_web(Setup::default());
     h.reload(&workload, vec![env_change("cfg", 0xab)]);
     h.settle(SETTLE).await;
     let events = h.events.recorded();
@@ -633,9 +590,7 @@ async fn events_and_alerts_name_the_resource_and_the_workload() {
 
 #[tokio::test(start_paused = true)]
 async fn a_failure_event_lists_the_resources_and_the_error() {
-    let h = start(Setup::default());
-    let workload = key(WorkloadKind::Deployment, "web");
-    deployment_exists(&h.api, &workload);
+    let (h, workload) = start_with_web(Setup::default());
     h.api.fail_patches(&[403]);
     h.reload(&workload, vec![env_change("a", 1), env_change("b", 2)]);
     h.settle(SETTLE).await;
@@ -651,9 +606,7 @@ async fn a_failure_event_lists_the_resources_and_the_error() {
 
 #[tokio::test(start_paused = true)]
 async fn the_deployment_patch_is_strategic_and_carries_the_marker() {
-    let h = start(Setup::default());
-    let workload = key(WorkloadKind::Deployment, "web");
-    deployment_exists(&h.api, &workload);
+    let (h, workload) = start_with_web(Setup::default());
     h.reload(&workload, vec![env_change("cfg", 0x11)]);
     h.settle(SETTLE).await;
     let patches = h.api.patches();
@@ -668,9 +621,7 @@ async fn the_deployment_patch_is_strategic_and_carries_the_marker() {
 
 #[tokio::test(start_paused = true)]
 async fn demotion_during_retries_stops_the_write() {
-    let h = start(Setup::default());
-    let workload = key(WorkloadKind::Deployment, "web");
-    deployment_exists(&h.api, &workload);
+    let (h, workload) = start_with_web(Setup::default());
     *h.api.demote_on_patch.lock().unwrap() = Some(h.leader.clone());
     h.reload(&workload, vec![env_change("cfg", 1)]);
     h.settle(SETTLE).await;
@@ -682,9 +633,7 @@ async fn demotion_during_retries_stops_the_write() {
 
 #[tokio::test(start_paused = true)]
 async fn demotion_before_the_window_ends_drops_the_queue() {
-    let h = start(Setup { coalesce_period: Duration::from_secs(5), ..Setup::default() });
-    let workload = key(WorkloadKind::Deployment, "web");
-    deployment_exists(&h.api, &workload);
+    let (h, workload) = start_with_web(Setup { coalesce_period: Duration::from_secs(5), ..Setup::default() });
     h.reload(&workload, vec![env_change("cfg", 1)]);
     h.settle(Duration::from_secs(1)).await;
     h.leader.send_replace(false);
@@ -697,9 +646,7 @@ async fn demotion_before_the_window_ends_drops_the_queue() {
 
 #[tokio::test(start_paused = true)]
 async fn a_promoted_replica_writes_what_is_queued_after_promotion() {
-    let h = start(Setup { leading: false, ..Setup::default() });
-    let workload = key(WorkloadKind::Deployment, "web");
-    deployment_exists(&h.api, &workload);
+    let (h, workload) = start_with_web(Setup { leading: false, ..Setup::default() });
     h.reload(&workload, vec![env_change("cfg", 1)]);
     h.leader.send_replace(true);
     h.reload(&workload, vec![env_change("cfg", 2)]);
@@ -820,9 +767,7 @@ async fn one_failing_workload_does_not_delay_another() {
 
 #[tokio::test(start_paused = true)]
 async fn changes_queued_during_a_write_wait_for_it_and_follow() {
-    let h = start(Setup::default());
-    let workload = key(WorkloadKind::Deployment, "web");
-    deployment_exists(&h.api, &workload);
+    let (h, workload) = start_with_web(Setup::default());
     h.api.fail_patches(&[503]);
     h.reload(&workload, vec![env_change("cfg", 1)]);
     h.settle(Duration::from_millis(10)).await;
@@ -932,12 +877,80 @@ async fn rollout_json_patches() {
 
 // ---- Jobs: delete and recreate --------------------------------------------------------------
 
+struct JobCase {
+    name: &'static str,
+    /// How many polls still see the Job after its deletion.
+    lingers: u32,
+    /// What the deletion answers (`None`: accepted).
+    delete_status: Option<u16>,
+    recreated: bool,
+    event: EventReason,
+    error_sample: Option<&'static str>,
+}
+
+const JOB_CASES: &[JobCase] = &[
+    JobCase {
+        name: "deleted, then recreated once gone",
+        lingers: 3,
+        delete_status: None,
+        recreated: true,
+        event: EventReason::Reloaded,
+        error_sample: None,
+    },
+    JobCase {
+        name: "already deleted (404): recreated",
+        lingers: 0,
+        delete_status: Some(404),
+        recreated: true,
+        event: EventReason::Reloaded,
+        error_sample: None,
+    },
+    JobCase {
+        name: "never goes away: not recreated",
+        lingers: u32::MAX,
+        delete_status: None,
+        recreated: false,
+        event: EventReason::ReloadFail,
+        error_sample: Some("reloader_errors_total{type=\"job_recreate\"}"),
+    },
+    JobCase {
+        name: "deletion refused: not recreated",
+        lingers: 0,
+        delete_status: Some(403),
+        recreated: false,
+        event: EventReason::ReloadFail,
+        error_sample: Some("reloader_errors_total{type=\"forbidden\"}"),
+    },
+];
+
 #[tokio::test(start_paused = true)]
-async fn a_job_is_deleted_then_recreated_once_gone() {
+async fn jobs_are_deleted_and_recreated() {
+    for case in JOB_CASES {
+        let h = start(Setup::default());
+        let workload = key(WorkloadKind::Job, "batch");
+        h.api.put(&workload, Stored::Job(job("batch")));
+        *h.api.job_lingers.lock().unwrap() = case.lingers;
+        *h.api.delete_status.lock().unwrap() = case.delete_status;
+        h.reload(&workload, vec![env_change("cfg", 1)]);
+        h.settle(SETTLE).await;
+        let calls = h.api.calls();
+        assert_eq!(calls.iter().filter(|c| matches!(c, Call::DeleteJob(_))).count(), 1, "{}", case.name);
+        let created = calls.iter().any(|c| *c == Call::CreateJob("batch".into()));
+        assert_eq!(created, case.recreated, "{}: {calls:?}", case.name);
+        assert_eq!(h.reasons(), [case.event], "{}", case.name);
+        if let Some(series) = case.error_sample {
+            assert_eq!(h.sample(series), 1.0, "{}", case.name);
+        }
+        h.stop().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_is_created_only_after_its_deletion_is_seen() {
     let h = start(Setup::default());
     let workload = key(WorkloadKind::Job, "batch");
     h.api.put(&workload, Stored::Job(job("batch")));
-    *h.api.job_lingers.lock().unwrap() = 3;
+    *h.api.job_lingers.lock().unwrap() = 2;
     h.reload(&workload, vec![env_change("cfg", 1)]);
     h.settle(SETTLE).await;
     let calls: Vec<Call> = h.api.calls().into_iter().filter(|c| !matches!(c, Call::Load(_))).collect();
@@ -946,51 +959,9 @@ async fn a_job_is_deleted_then_recreated_once_gone() {
         Call::JobExists("batch".into()),
         Call::JobExists("batch".into()),
         Call::JobExists("batch".into()),
-        Call::JobExists("batch".into()),
         Call::CreateJob("batch".into()),
     ];
     assert_eq!(calls, expected);
-    assert_eq!(h.reasons(), [EventReason::Reloaded]);
-    h.stop().await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_job_already_deleted_is_recreated() {
-    let h = start(Setup::default());
-    let workload = key(WorkloadKind::Job, "batch");
-    h.api.put(&workload, Stored::Job(job("batch")));
-    *h.api.delete_status.lock().unwrap() = Some(404);
-    h.reload(&workload, vec![env_change("cfg", 1)]);
-    h.settle(SETTLE).await;
-    assert!(h.api.calls().contains(&Call::CreateJob("batch".into())));
-    assert_eq!(h.reasons(), [EventReason::Reloaded]);
-    h.stop().await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_job_that_never_goes_away_is_not_recreated() {
-    let h = start(Setup::default());
-    let workload = key(WorkloadKind::Job, "batch");
-    h.api.put(&workload, Stored::Job(job("batch")));
-    *h.api.job_lingers.lock().unwrap() = u32::MAX;
-    h.reload(&workload, vec![env_change("cfg", 1)]);
-    h.settle(SETTLE).await;
-    assert!(!h.api.calls().iter().any(|c| matches!(c, Call::CreateJob(_))));
-    assert_eq!(h.reasons(), [EventReason::ReloadFail]);
-    assert_eq!(h.sample("reloader_errors_total{type=\"job_recreate\"}"), 1.0);
-    h.stop().await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_job_delete_refused_fails_the_reload() {
-    let h = start(Setup::default());
-    let workload = key(WorkloadKind::Job, "batch");
-    h.api.put(&workload, Stored::Job(job("batch")));
-    *h.api.delete_status.lock().unwrap() = Some(403);
-    h.reload(&workload, vec![env_change("cfg", 1)]);
-    h.settle(SETTLE).await;
-    assert!(!h.api.calls().iter().any(|c| matches!(c, Call::CreateJob(_))));
-    assert_eq!(h.sample("reloader_errors_total{type=\"forbidden\"}"), 1.0);
     h.stop().await;
 }
 
@@ -1013,9 +984,7 @@ async fn resume_unpauses_a_paused_deployment() {
 
 #[tokio::test(start_paused = true)]
 async fn resume_of_a_running_deployment_writes_nothing() {
-    let h = start(Setup::default());
-    let workload = key(WorkloadKind::Deployment, "web");
-    deployment_exists(&h.api, &workload);
+    let (h, workload) = start_with_web(Setup::default());
     h.executor.enqueue(workload.clone(), Work::Resume, std::time::Instant::now());
     h.settle(SETTLE).await;
     assert!(h.api.patches().is_empty());
@@ -1055,9 +1024,7 @@ async fn a_reload_and_a_resume_for_one_workload_share_one_turn() {
 
 #[tokio::test(start_paused = true)]
 async fn shutdown_finishes_the_write_in_flight_and_ends_the_loop() {
-    let h = start(Setup::default());
-    let workload = key(WorkloadKind::Deployment, "web");
-    deployment_exists(&h.api, &workload);
+    let (h, workload) = start_with_web(Setup::default());
     h.api.fail_patches(&[503]);
     h.reload(&workload, vec![env_change("cfg", 1)]);
     h.settle(Duration::from_millis(10)).await;
@@ -1069,9 +1036,8 @@ async fn shutdown_finishes_the_write_in_flight_and_ends_the_loop() {
 
 #[tokio::test(start_paused = true)]
 async fn shutdown_leaves_queued_work_to_the_next_leader() {
-    let h = start(Setup { coalesce_period: Duration::from_secs(30), ..Setup::default() });
-    let workload = key(WorkloadKind::Deployment, "web");
-    deployment_exists(&h.api, &workload);
+    let (h, workload) =
+        start_with_web(Setup { coalesce_period: Duration::from_secs(30), ..Setup::default() });
     h.reload(&workload, vec![env_change("cfg", 1)]);
     h.shutdown.cancel();
     let _ = h.task.await;

@@ -19,12 +19,12 @@ const WEBHOOK_BACKOFF: Backoff =
 /// One ConfigMap/Secret event, as announced to the webhook. Carries names and the content hash
 /// only, never data.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResourceNotice {
-    pub event: EventType,
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-    pub hash: String,
+pub(crate) struct ResourceNotice {
+    pub(crate) event: EventType,
+    pub(crate) kind: String,
+    pub(crate) namespace: String,
+    pub(crate) name: String,
+    pub(crate) hash: String,
 }
 
 #[derive(Serialize)]
@@ -41,7 +41,7 @@ struct WebhookBody<'a> {
 /// Why a notification was not delivered. Never contains the URL: webhook URLs often embed a
 /// token.
 #[derive(Debug, thiserror::Error)]
-pub enum WebhookError {
+pub(crate) enum WebhookError {
     #[error("endpoint answered HTTP {status} (after {attempts} attempt(s))")]
     Status { status: u16, attempts: u32 },
     #[error("request failed after {attempts} attempt(s): {message}")]
@@ -51,21 +51,21 @@ pub enum WebhookError {
 }
 
 /// Posts resource notices to the `--webhook-url` endpoint.
-pub struct WebhookNotifier {
+pub(crate) struct WebhookNotifier {
     client: reqwest::Client,
     url: reqwest::Url,
     metrics: Arc<Metrics>,
 }
 
 impl WebhookNotifier {
-    pub fn new(url: String, metrics: Arc<Metrics>) -> anyhow::Result<Self> {
+    pub(crate) fn new(url: String, metrics: Arc<Metrics>) -> anyhow::Result<Self> {
         // The URL is not echoed: it may carry a token.
         let url = reqwest::Url::parse(&url).context("--webhook-url is not a valid URL")?;
         Ok(Self { client: http_client(None)?, url, metrics })
     }
 
     /// Posts the notice, retrying connection failures, 5xx and 429 with exponential backoff.
-    pub async fn notify(&self, event: &ResourceNotice) -> Result<(), WebhookError> {
+    pub(crate) async fn notify(&self, event: &ResourceNotice) -> Result<(), WebhookError> {
         let body = serde_json::to_vec(&WebhookBody {
             webhook: "update successful",
             event: event.event.as_label(),

@@ -24,29 +24,29 @@ const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.
 ///
 /// A new `Health` is live and not ready: readiness is set once the caches have synced.
 #[derive(Clone, Debug)]
-pub struct Health {
+pub(crate) struct Health {
     ready: Arc<AtomicBool>,
     live: Arc<AtomicBool>,
 }
 
 impl Health {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self { ready: Arc::new(AtomicBool::new(false)), live: Arc::new(AtomicBool::new(true)) }
     }
 
-    pub fn set_ready(&self, ready: bool) {
+    pub(crate) fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Release);
     }
 
-    pub fn set_live(&self, live: bool) {
+    pub(crate) fn set_live(&self, live: bool) {
         self.live.store(live, Ordering::Release);
     }
 
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
     }
 
-    pub fn is_live(&self) -> bool {
+    pub(crate) fn is_live(&self) -> bool {
         self.live.load(Ordering::Acquire)
     }
 }
@@ -64,7 +64,7 @@ struct AppState {
 }
 
 /// Binds `addr` and serves until `shutdown` is cancelled.
-pub async fn serve(
+pub(crate) async fn serve(
     addr: SocketAddr,
     metrics: Arc<Metrics>,
     health: Health,
@@ -77,7 +77,7 @@ pub async fn serve(
 }
 
 /// Serves on an already bound listener until `shutdown` is cancelled; in-flight requests finish.
-pub async fn serve_listener(
+pub(crate) async fn serve_listener(
     listener: TcpListener,
     metrics: Arc<Metrics>,
     health: Health,

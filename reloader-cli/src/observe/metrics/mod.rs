@@ -44,7 +44,7 @@ fn latency_histogram() -> Histogram {
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 /// Every metric the controller exports, and the registry that encodes them.
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
     reload_executed: Family<SuccessLabels, Counter>,
     reload_executed_by_namespace: Option<Family<SuccessNamespaceLabels, VerbatimCounter>>,
@@ -77,7 +77,7 @@ pub struct Metrics {
 impl Metrics {
     /// Builds and registers every metric. `count_by_namespace` adds
     /// `reloader_reload_executed_total_by_namespace` (`METRICS_COUNT_BY_NAMESPACE=enabled`).
-    pub fn new(count_by_namespace: bool) -> Arc<Self> {
+    pub(crate) fn new(count_by_namespace: bool) -> Arc<Self> {
         let mut registry = Registry::default();
 
         let reload_executed = Family::<SuccessLabels, Counter>::default();
@@ -276,13 +276,13 @@ impl Metrics {
     }
 
     /// The OpenMetrics text exposition of every metric, ending in `# EOF`.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         let mut out = String::with_capacity(8 * 1024);
         text::encode(&mut out, &self.registry).expect("encoding metrics into a String cannot fail");
         out
     }
 
-    pub fn reload_executed(&self, success: bool, namespace: &str) {
+    pub(crate) fn reload_executed(&self, success: bool, namespace: &str) {
         let success = bool_label(success);
         self.reload_executed.get_or_create(&SuccessLabels { success }).inc();
         if let Some(by_namespace) = &self.reload_executed_by_namespace {
@@ -303,15 +303,15 @@ impl Metrics {
         self.skipped.get_or_create(&ReasonLabels { reason: reason.as_label() }).inc();
     }
 
-    pub fn workqueue_depth(&self, depth: i64) {
+    pub(crate) fn workqueue_depth(&self, depth: i64) {
         self.workqueue_depth.set(depth);
     }
 
-    pub fn workqueue_add(&self) {
+    pub(crate) fn workqueue_add(&self) {
         self.workqueue_adds.inc();
     }
 
-    pub fn workqueue_latency(&self, latency: Duration) {
+    pub(crate) fn workqueue_latency(&self, latency: Duration) {
         self.workqueue_latency.observe(latency.as_secs_f64());
     }
 
@@ -320,7 +320,7 @@ impl Metrics {
         self.errors.get_or_create(&TypeLabels { r#type: error_type.as_label() }).inc();
     }
 
-    pub fn retry(&self) {
+    pub(crate) fn retry(&self) {
         self.retries.inc();
     }
 
@@ -358,16 +358,16 @@ impl Metrics {
         self.workloads_matched.get_or_create(&KindLabels { kind: kind.as_str() }).inc_by(n);
     }
 
-    pub fn set_leader(&self, leader: bool) {
+    pub(crate) fn set_leader(&self, leader: bool) {
         self.leader.set(i64::from(leader));
     }
 
-    pub fn leader_transition(&self) {
+    pub(crate) fn leader_transition(&self) {
         self.leader_transitions.inc();
     }
 
     /// `reloader_index_objects{kind="resources"|"workloads"}`.
-    pub fn set_index_sizes(&self, resources: u64, workloads: u64) {
+    pub(crate) fn set_index_sizes(&self, resources: u64, workloads: u64) {
         for (kind, n) in [("resources", resources), ("workloads", workloads)] {
             let value = i64::try_from(n).unwrap_or(i64::MAX);
             self.index_objects.get_or_create(&KindLabels { kind }).set(value);
@@ -375,16 +375,16 @@ impl Metrics {
     }
 
     /// End-to-end latency: from the watch event of a changed resource to the accepted write.
-    pub fn reload_latency(&self, latency: Duration) {
+    pub(crate) fn reload_latency(&self, latency: Duration) {
         self.reload_latency.observe(latency.as_secs_f64());
     }
 
-    pub fn coalesced(&self, n: u64) {
+    pub(crate) fn coalesced(&self, n: u64) {
         self.coalesced.inc_by(n);
     }
 
     /// `reloader_write_rate_limit_wait_seconds`: how long a write waited for the global rate limit.
-    pub fn rate_limit_wait(&self, wait: Duration) {
+    pub(crate) fn rate_limit_wait(&self, wait: Duration) {
         self.rate_limit_wait.observe(wait.as_secs_f64());
     }
 
