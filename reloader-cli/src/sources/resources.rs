@@ -129,3 +129,106 @@ impl<K> IndexTarget<K> for ResourceTarget<K> {
         self.reconciler.resources_relisted(self.kind, self.namespace.as_deref(), &seen, phase);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::RwLock;
+    use std::time::{Duration, Instant};
+
+    use futures::{FutureExt as _, StreamExt as _};
+    use reloader_core::index::Index;
+    use reloader_core::model::WorkloadKey;
+    use reloader_core::options::NamespaceScope;
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::executor::Work;
+    use crate::notify::events::{EventReason, EventSink};
+    use crate::observe::http::Health;
+    use crate::reconcile::pause::PauseTimers;
+    use crate::reconcile::scope::ScopeFilter;
+    use crate::reconcile::standby::{REPLAY_WINDOW, StandbyChanges};
+    use crate::reconcile::{ReconcileConfig, WorkQueue};
+    use crate::supervise::Supervisor;
+
+    struct NoQueue;
+    impl WorkQueue for NoQueue {
+        fn enqueue(&self, _: WorkloadKey, _: Work, _: Instant) {}
+    }
+
+    struct NoEvents;
+    #[async_trait::async_trait]
+    impl EventSink for NoEvents {
+        async fn publish(&self, _: &WorkloadKey, _: EventReason, _: &str) {}
+    }
+
+    /// The real ConfigMap watch target and glue, fed a listed ConfigMap while the index lock is
+    /// poisoned (another task panicked holding it): the watch task panics, and the supervisor
+    /// names it, fails liveness and stops everything, so the process exits and is restarted.
+    #[tokio::test]
+    async fn a_failing_watch_fails_liveness_and_stops_the_process() {
+        let index = Arc::new(RwLock::new(Index::default()));
+        let poison = index.clone();
+        let _ = std::thread::spawn(move || {
+            let _guard = poison.write().unwrap();
+            panic!("a task panicked while holding the index");
+        })
+        .join();
+        let (_leader_tx, leader) = tokio::sync::watch::channel(true);
+        let reconciler = Arc::new(Reconciler {
+            config: ReconcileConfig {
+                decide: Default::default(),
+                keys: AnnotationKeys::default(),
+                reload_on_create: false,
+                reload_on_delete: false,
+            },
+            index,
+            scope: ScopeFilter::new(&NamespaceScope::All { ignore: vec![], selector: None }),
+            leader,
+            metrics: Metrics::new(false),
+            queue: Arc::new(NoQueue),
+            notifier: None,
+            events: Arc::new(NoEvents),
+            pauses: PauseTimers::default(),
+            standby: Arc::new(StandbyChanges::new(REPLAY_WINDOW)),
+        });
+        let target = ResourceTarget {
+            reconciler,
+            kind: ResourceKind::ConfigMap,
+            namespace: None,
+            keys: AnnotationKeys::default(),
+            to_view: configmap_view,
+        };
+        let configmap: ConfigMap = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "app-config", "namespace": "shop"}, "data": {"k": "v"}
+        }))
+        .unwrap();
+        // A listed object, then a stream that stays open like a real watch.
+        let listed: [Result<watcher::Event<ConfigMap>, watcher::Error>; 3] = [
+            Ok(watcher::Event::Init),
+            Ok(watcher::Event::InitApply(configmap)),
+            Ok(watcher::Event::InitDone),
+        ];
+        let events = futures::stream::iter(listed).chain(futures::stream::pending());
+        let (synced_tx, _synced) = watch::channel(false);
+        let metrics = Metrics::new(false);
+        let task =
+            async move { index_watch("ConfigMap watch", events, target, synced_tx, &metrics).await }.boxed();
+
+        let (shutdown, health) = (CancellationToken::new(), Health::new());
+        let mut supervisor = Supervisor::new(shutdown.clone(), health.clone());
+        supervisor.spawn("metrics and health server", std::future::pending());
+        supervisor.spawn("ConfigMap watch", async move {
+            task.await;
+            Err(anyhow::anyhow!("the watch stream ended"))
+        });
+        let failure = tokio::time::timeout(Duration::from_secs(5), supervisor.watch())
+            .await
+            .expect("the supervisor noticed")
+            .expect_err("a failed watch is a failure of the process");
+        let failure = format!("{failure:#}");
+        assert!(failure.contains("ConfigMap watch") && failure.contains("index lock"), "{failure}");
+        assert!(!health.is_live(), "/live fails");
+        assert!(shutdown.is_cancelled(), "the other tasks are stopped");
+    }
+}
