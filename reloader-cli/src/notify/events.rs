@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use reloader_core::model::{WorkloadKey, WorkloadKind};
+use reloader_core::model::WorkloadKey;
 use tracing::warn;
 
 /// Why an Event is recorded: its `reason`, its type and its `action`.
@@ -79,14 +79,8 @@ impl EventSink for EventPublisher {
 }
 
 fn object_reference(key: &WorkloadKey) -> ObjectReference {
-    let api_version = match key.kind {
-        WorkloadKind::Deployment | WorkloadKind::DaemonSet | WorkloadKind::StatefulSet => "apps/v1",
-        WorkloadKind::CronJob | WorkloadKind::Job => "batch/v1",
-        WorkloadKind::Rollout => "argoproj.io/v1alpha1",
-        WorkloadKind::DeploymentConfig => "apps.openshift.io/v1",
-    };
     ObjectReference {
-        api_version: Some(api_version.into()),
+        api_version: Some(crate::kinds::info(key.kind).api_version()),
         kind: Some(key.kind.as_str().into()),
         namespace: Some(key.namespace.to_string()),
         name: Some(key.name.to_string()),
