@@ -17,7 +17,7 @@ use crate::hash::sha1;
 use crate::markers::{MarkerChange, template_strategic_patch};
 use crate::model::{ContentHash, RefVia, ResourceKey, ResourceKind, WorkloadKind};
 use crate::views::{ResourceView, WorkloadView};
-use crate::workload::{PatchKind, Workload, WorkloadWrite, WriteContext, WriteError};
+use crate::workload::{PatchKind, Workload, WorkloadWrite, WriteContext};
 
 pub const NS: &str = "default";
 pub const CM_RELOAD: &str = "configmap.reloader.stakater.com/reload";
@@ -288,15 +288,14 @@ impl Workload for TestWorkload {
         self.suspended
     }
 
-    fn reload_write(
+    fn template_write(
         &self,
+        template: &PodTemplateSpec,
         changes: &[MarkerChange],
         ctx: &WriteContext<'_>,
-    ) -> Result<Option<WorkloadWrite>, WriteError> {
-        let template =
-            self.pod_template().ok_or_else(|| WriteError::NoTemplate(Workload::view(self, ctx.keys).key))?;
-        Ok(template_strategic_patch(template, changes, ctx.keys, ctx.now_unix)
-            .map(|body| WorkloadWrite::Patch { kind: PatchKind::Strategic, body }))
+    ) -> Option<WorkloadWrite> {
+        template_strategic_patch(template, changes, ctx.keys, ctx.now_unix)
+            .map(|body| WorkloadWrite::Patch { kind: PatchKind::Strategic, body })
     }
 }
 

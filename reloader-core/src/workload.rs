@@ -84,12 +84,29 @@ pub trait Workload {
     }
 
     /// The write that applies `changes` (all for this workload), or `None` if the workload
-    /// already carries every marker (idempotence: replays and restarts write nothing).
+    /// already carries every marker (idempotence: replays and restarts write nothing). The
+    /// template is checked first ([`checked_template`]); each kind builds its write in
+    /// [`Workload::template_write`].
     fn reload_write(
         &self,
         changes: &[MarkerChange],
         ctx: &WriteContext<'_>,
-    ) -> Result<Option<WorkloadWrite>, WriteError>;
+    ) -> Result<Option<WorkloadWrite>, WriteError> {
+        if changes.is_empty() {
+            return Ok(None);
+        }
+        let template = checked_template(self, changes)?;
+        Ok(self.template_write(template, changes, ctx))
+    }
+
+    /// The write that applies `changes` to `template` (this workload's pod template, known to
+    /// exist and to have every container the changes name), or `None` if it is already current.
+    fn template_write(
+        &self,
+        template: &PodTemplateSpec,
+        changes: &[MarkerChange],
+        ctx: &WriteContext<'_>,
+    ) -> Option<WorkloadWrite>;
 
     /// The write that ends a pause period (Deployments only).
     fn resume_write(&self, _ctx: &WriteContext<'_>) -> Option<WorkloadWrite> {

@@ -4,9 +4,7 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use reloader_core::markers::{MarkerChange, template_strategic_patch};
 use reloader_core::model::WorkloadKind;
-use reloader_core::workload::{
-    PatchKind, Workload, WorkloadWrite, WriteContext, WriteError, checked_template,
-};
+use reloader_core::workload::{PatchKind, Workload, WorkloadWrite, WriteContext};
 use serde_json::{Value, json};
 
 use crate::kind::AppsKind;
@@ -46,25 +44,20 @@ impl<K: AppsKind> Workload for AppsWorkload<'_, K> {
     /// A strategic-merge patch of the touched containers' env entries or of the marker
     /// annotation. A Deployment with a pause period that is not paused yet is paused by the same
     /// patch, so pausing and reloading is one write.
-    fn reload_write(
+    fn template_write(
         &self,
+        template: &PodTemplateSpec,
         changes: &[MarkerChange],
         ctx: &WriteContext<'_>,
-    ) -> Result<Option<WorkloadWrite>, WriteError> {
-        if changes.is_empty() {
-            return Ok(None);
-        }
-        let template = checked_template(self, changes)?;
-        let Some(mut body) = template_strategic_patch(template, changes, ctx.keys, ctx.now_unix) else {
-            return Ok(None);
-        };
+    ) -> Option<WorkloadWrite> {
+        let mut body = template_strategic_patch(template, changes, ctx.keys, ctx.now_unix)?;
         // A paused Deployment stays as it is: paused by a user (left alone, docs/compatibility.md §8), or by
         // an earlier reload whose `paused-at` must keep counting from the first change.
         if K::PAUSABLE && !self.0.paused() && pause::period(self.metadata(), ctx.keys).is_some() {
             body["spec"]["paused"] = Value::Bool(true);
             body["metadata"] = json!({"annotations": {ctx.keys.paused_at.clone(): ctx.now_rfc3339}});
         }
-        Ok(Some(WorkloadWrite::Patch { kind: PatchKind::Strategic, body }))
+        Some(WorkloadWrite::Patch { kind: PatchKind::Strategic, body })
     }
 
     /// Unpauses a Deployment that reloader paused (it carries `paused-at`); `None` for every

@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use reloader_core::markers::{MarkerAction, MarkerChange, apply_to_template};
 use reloader_core::model::{ReloadStrategy, WorkloadKind};
-use reloader_core::workload::{Workload, WorkloadWrite, WriteContext, WriteError, checked_template};
+use reloader_core::workload::{Workload, WorkloadWrite, WriteContext};
 
 /// Marks a Job as started by hand rather than by the schedule (the CronJob controller and
 /// `kubectl create job --from=cronjob/...` use the same annotation).
@@ -37,21 +37,19 @@ impl Workload for CronJobWorkload<'_> {
     /// template never carries markers, so there is no "already current" here; the one case
     /// without a Job is a delete under env-vars when the template has no marker to remove (as
     /// Stakater: nothing was removed, nothing runs).
-    fn reload_write(
+    fn template_write(
         &self,
+        template: &PodTemplateSpec,
         changes: &[MarkerChange],
         ctx: &WriteContext<'_>,
-    ) -> Result<Option<WorkloadWrite>, WriteError> {
-        if changes.is_empty() {
-            return Ok(None);
-        }
-        let mut template = checked_template(self, changes)?.clone();
+    ) -> Option<WorkloadWrite> {
+        let mut template = template.clone();
         let changed = apply_to_template(&mut template, changes, ctx.keys, ctx.now_unix);
         let records_a_hash = changes
             .iter()
             .any(|c| !(c.strategy == ReloadStrategy::EnvVars && c.action == MarkerAction::Remove));
         if !changed && !records_a_hash {
-            return Ok(None);
+            return None;
         }
         let cron_job = self.0;
         let job_template = cron_job.spec.as_ref().map(|s| &s.job_template);
@@ -76,6 +74,6 @@ impl Workload for CronJobWorkload<'_> {
             ..ObjectMeta::default()
         };
         let job = Job { metadata, spec: Some(spec), status: None };
-        Ok(Some(WorkloadWrite::CreateJob(Box::new(job))))
+        Some(WorkloadWrite::CreateJob(Box::new(job)))
     }
 }

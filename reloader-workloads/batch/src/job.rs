@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use reloader_core::markers::{MarkerChange, apply_to_template};
 use reloader_core::model::WorkloadKind;
-use reloader_core::workload::{Workload, WorkloadWrite, WriteContext, WriteError, checked_template};
+use reloader_core::workload::{Workload, WorkloadWrite, WriteContext};
 
 /// Labels the Job controller sets from the old Job's uid and name; the new Job gets its own.
 const SERVER_SET_JOB_LABELS: [&str; 4] =
@@ -34,19 +34,17 @@ impl Workload for JobWorkload<'_> {
     /// The Job to create after deleting this one: same name and namespace, markers applied,
     /// and every field the server or the Job controller owns cleared so the create is accepted
     /// and the controller selects the new pods, not the old ones. `None` if already current.
-    fn reload_write(
+    fn template_write(
         &self,
+        _template: &PodTemplateSpec,
         changes: &[MarkerChange],
         ctx: &WriteContext<'_>,
-    ) -> Result<Option<WorkloadWrite>, WriteError> {
-        if changes.is_empty() {
-            return Ok(None);
-        }
-        checked_template(self, changes)?;
+    ) -> Option<WorkloadWrite> {
+        // The template is changed in a copy of the whole Job, which is created again.
         let mut job = self.0.clone();
-        let Some(spec) = job.spec.as_mut() else { return Ok(None) };
+        let spec = job.spec.as_mut()?;
         if !apply_to_template(&mut spec.template, changes, ctx.keys, ctx.now_unix) {
-            return Ok(None);
+            return None;
         }
         spec.selector = None;
         spec.manual_selector = None;
@@ -64,7 +62,7 @@ impl Workload for JobWorkload<'_> {
         meta.deletion_grace_period_seconds = None;
         strip_job_labels(&mut meta.labels);
         job.status = None;
-        Ok(Some(WorkloadWrite::RecreateJob(Box::new(job))))
+        Some(WorkloadWrite::RecreateJob(Box::new(job)))
     }
 }
 

@@ -7,9 +7,7 @@ use reloader_core::json_patch::template_json_patch;
 use reloader_core::markers::MarkerChange;
 use reloader_core::model::WorkloadKind;
 use reloader_core::views::{WorkloadView, build_view};
-use reloader_core::workload::{
-    PatchKind, Workload, WorkloadWrite, WriteContext, WriteError, checked_template,
-};
+use reloader_core::workload::{PatchKind, Workload, WorkloadWrite, WriteContext};
 
 use crate::{CrdObject, CrdSpec};
 
@@ -39,16 +37,13 @@ impl<S: CrdSpec> Workload for CrdObject<S> {
         view
     }
 
-    fn reload_write(
+    fn template_write(
         &self,
+        template: &PodTemplateSpec,
         changes: &[MarkerChange],
         ctx: &WriteContext<'_>,
-    ) -> Result<Option<WorkloadWrite>, WriteError> {
-        if changes.is_empty() {
-            return Ok(None);
-        }
-        let template = checked_template(self, changes)?;
-        Ok(S::template_write(self, template, changes, ctx))
+    ) -> Option<WorkloadWrite> {
+        S::template_write(self, template, changes, ctx)
     }
 }
 
