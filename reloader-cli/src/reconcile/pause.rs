@@ -3,13 +3,13 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-use reloader_core::duration::parse_go_duration;
 use reloader_core::model::{WorkloadKey, WorkloadKind};
 use reloader_core::views::WorkloadView;
+use reloader_workload_apps::pause_deadline;
 use tokio::sync::{Notify, watch};
-use tracing::{info, warn};
+use tracing::info;
 
 use super::WorkQueue;
 use crate::executor::Work;
@@ -77,25 +77,11 @@ impl PauseTimers {
     }
 }
 
-/// `paused-at` + `pause-period`, as an `Instant`, when reloader paused this workload.
+/// When a Deployment reloader paused resumes, as an `Instant`. The backend reads the deadline from
+/// the annotations, erring towards now (a removed or unreadable period, an unreadable `paused-at`)
+/// so a Deployment never stays paused forever.
 fn resume_deadline(view: &WorkloadView) -> Option<Instant> {
-    let paused_at = view.paused_at.as_deref()?;
-    let period = view.pause_period.as_deref()?;
-    let period = match parse_go_duration(period) {
-        Ok(p) => p,
-        Err(e) => {
-            warn!(workload = %view.key, error = %e, "invalid pause period; resuming now");
-            Duration::ZERO
-        }
-    };
-    let paused_at = match chrono::DateTime::parse_from_rfc3339(paused_at) {
-        Ok(t) => t.with_timezone(&chrono::Utc),
-        Err(e) => {
-            warn!(workload = %view.key, error = %e, "invalid paused-at annotation; resuming now");
-            chrono::Utc::now()
-        }
-    };
-    let resume_at = paused_at + chrono::Duration::from_std(period).ok()?;
-    let remaining = (resume_at - chrono::Utc::now()).to_std().unwrap_or(Duration::ZERO);
+    let deadline = pause_deadline(view)?;
+    let remaining = deadline.resume_at().duration_since(SystemTime::now()).unwrap_or(Duration::ZERO);
     Some(Instant::now() + remaining)
 }

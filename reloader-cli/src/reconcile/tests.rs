@@ -404,21 +404,26 @@ fn pause_timers_resume_only_while_leading() {
     let paused_at = (chrono::Utc::now() - chrono::Duration::seconds(120)).to_rfc3339();
     let later = chrono::Utc::now().to_rfc3339();
     let cases = [
-        // (paused-at, period, leading, resumed now)
-        (paused_at.as_str(), "1m", true, true),
-        (paused_at.as_str(), "1m", false, false),
-        (later.as_str(), "1h", true, false),
-        (paused_at.as_str(), "not a duration", true, true),
-        ("not a time", "1h", true, false),
+        // (paused-at, period (None: annotation removed), leading, resumed now)
+        (paused_at.as_str(), Some("1m"), true, true),
+        (paused_at.as_str(), Some("1m"), false, false),
+        (later.as_str(), Some("1h"), true, false),
+        (later.as_str(), Some(" 1h "), true, false),
+        // Whatever is wrong with the annotations errs towards resuming now.
+        (paused_at.as_str(), Some("not a duration"), true, true),
+        (later.as_str(), None, true, true),
+        ("not a time", Some("1h"), true, true),
     ];
     for (at, period, leading, resumed) in cases {
-        let view = deployment("ns", "web", &[(&keys.paused_at, at), (&keys.pause_period, period)], None);
+        let mut annotations = vec![(keys.paused_at.as_str(), at)];
+        annotations.extend(period.map(|period| (keys.pause_period.as_str(), period)));
+        let view = deployment("ns", "web", &annotations, None);
         let timers = PauseTimers::default();
         timers.observe(&view);
         let queue = FakeQueue::default();
         let next = timers.resume_due(leading, Instant::now() + Duration::from_millis(50), &queue);
         let queued = !queue.0.lock().unwrap().is_empty();
-        assert_eq!(queued, resumed, "{at} {period} leading={leading}");
+        assert_eq!(queued, resumed, "{at} {period:?} leading={leading}");
         assert!(next.is_some(), "a deadline is kept until the workload is seen resumed");
         timers.forget(&view.key);
         assert!(timers.resume_due(true, Instant::now() + Duration::from_secs(7200), &queue).is_none());
