@@ -55,8 +55,20 @@ impl Helm {
         namespace: &str,
         values: &serde_json::Value,
     ) -> Result<Manifest, PlaneError> {
+        self.template_with_apis(release, namespace, values, &[])
+    }
+
+    /// `helm template` as for a cluster that also serves `api_versions` (`--api-versions`), so
+    /// objects of optional APIs (monitors, VPA) render.
+    pub fn template_with_apis(
+        &self,
+        release: &str,
+        namespace: &str,
+        values: &serde_json::Value,
+        api_versions: &[&str],
+    ) -> Result<Manifest, PlaneError> {
         let values_file = ValuesFile::write(values)?;
-        let rendered = self.run(&[
+        let mut args = vec![
             "template",
             release,
             path(&self.chart)?,
@@ -64,8 +76,9 @@ impl Helm {
             namespace,
             "-f",
             values_file.path()?,
-        ])?;
-        Manifest::parse(&rendered)
+        ];
+        args.extend(api_versions.iter().flat_map(|api| ["--api-versions", api]));
+        Manifest::parse(&self.run(&args)?)
     }
 
     fn run(&self, args: &[&str]) -> Result<String, PlaneError> {

@@ -1,0 +1,1033 @@
+//! The Helm chart rendered without a cluster, one table row per values set: `helm lint --strict`
+//! passes, and `helm template` gives the controller exactly the flags and environment the values
+//! call for, grants the chart's ServiceAccount exactly the RBAC of docs/compatibility.md §13, and
+//! renders each set's details (HA, webhook, network policy, monitors...). Values that break the
+//! schema or combine badly are refused with a message naming the key, and a values file written
+//! for Stakater's chart 2.2.16, with all its keys, renders.
+//!
+//! The expectations are written from docs/compatibility.md §1/§2/§13, independently of the
+//! templates. That the granted RBAC is enough and each rule needed is proven with the real binary
+//! on a real API server by `chart_rbac`; that each registered kind gets the registry's verbs by
+//! `chart_kinds`.
+
+#![recursion_limit = "256"] // the Stakater 2.2.16 values file is one deep `json!`
+
+use std::collections::BTreeSet;
+
+use reloader_tests::chart::{Helm, Manifest};
+use serde_json::{Map, Value, json};
+
+const RELEASE: &str = "rel";
+const NAMESPACE: &str = "ops";
+const FULLNAME: &str = "rel-reloader";
+const MONITORING_APIS: &[&str] = &["monitoring.coreos.com/v1", "autoscaling.k8s.io/v1"];
+
+/// `custom_annotations` keys and the flags they become.
+const ANNOTATION_FLAGS: [(&str, &str); 10] = [
+    ("configmap", "--configmap-annotation"),
+    ("secret", "--secret-annotation"),
+    ("auto", "--auto-annotation"),
+    ("secret_auto", "--secret-auto-annotation"),
+    ("configmap_auto", "--configmap-auto-annotation"),
+    ("search", "--auto-search-annotation"),
+    ("match", "--search-match-annotation"),
+    ("ignore", "--ignore-annotation"),
+    ("pausePeriod", "--pause-deployment-annotation"),
+    ("pauseTime", "--pause-deployment-time-annotation"),
+];
+
+type Check = Result<(), String>;
+
+fn ensure(condition: bool, message: impl Into<String>) -> Check {
+    if condition { Ok(()) } else { Err(message.into()) }
+}
+
+/// One values set: what is given to helm, and what the set checks beyond the common checks.
+struct Row {
+    name: &'static str,
+    values: Value,
+    api_versions: &'static [&'static str],
+    details: Option<fn(&Rendered) -> Check>,
+}
+
+fn row(name: &'static str, values: Value, details: Option<fn(&Rendered) -> Check>) -> Row {
+    Row { name, values, api_versions: &[], details }
+}
+
+fn rows() -> Vec<Row> {
+    let every_annotation: Map<String, Value> = ANNOTATION_FLAGS
+        .iter()
+        .map(|(key, _)| (key.to_string(), json!(format!("example.com/{key}"))))
+        .collect();
+    vec![
+        row("default", json!({}), Some(no_webhook)),
+        row("watchGlobally=false", json!({"reloader": {"watchGlobally": false}}), Some(namespaced_single)),
+        row(
+            "namespaces=[a,b]",
+            json!({"reloader": {"watchGlobally": false, "namespaces": ["a", "b"]}}),
+            Some(namespaced_ab),
+        ),
+        row(
+            "namespaces as a string",
+            json!({"reloader": {"watchGlobally": false, "namespaces": "a, b"}}),
+            Some(namespaced_ab),
+        ),
+        row(
+            "enableHA=true replicas=2",
+            json!({"reloader": {"enableHA": true, "deployment": {"replicas": 2},
+                                "podDisruptionBudget": {"enabled": true, "minAvailable": 1}}}),
+            Some(ha),
+        ),
+        row(
+            "replicas=3 without enableHA",
+            json!({"reloader": {"deployment": {"replicas": 3}}}),
+            Some(replicas_capped),
+        ),
+        row("isArgoRollouts=true", json!({"reloader": {"isArgoRollouts": true}}), None),
+        row("isOpenshift=true", json!({"reloader": {"isOpenshift": true}}), None),
+        row("reloadStrategy=annotations", json!({"reloader": {"reloadStrategy": "annotations"}}), None),
+        row("ignoreSecrets=true", json!({"reloader": {"ignoreSecrets": true}}), None),
+        row(
+            "ignoreConfigMaps=true namespaced",
+            json!({"reloader": {"ignoreConfigMaps": true, "watchGlobally": false}}),
+            None,
+        ),
+        row("ignoreJobs=true", json!({"reloader": {"ignoreJobs": true}}), None),
+        row("ignoreCronJobs=true", json!({"reloader": {"ignoreCronJobs": true}}), None),
+        row(
+            "ignoreJobs+ignoreCronJobs",
+            json!({"reloader": {"ignoreJobs": true, "ignoreCronJobs": true}}),
+            None,
+        ),
+        row("enableCSIIntegration=true", json!({"reloader": {"enableCSIIntegration": true}}), None),
+        row(
+            "namespaceSelector global",
+            json!({"reloader": {"namespaceSelector": "team=a,env in (prod)", "ignoreNamespaces": "x, y",
+                                "resourceLabelSelector": "r=1"}}),
+            None,
+        ),
+        row(
+            "namespaceSelector namespaced",
+            json!({"reloader": {"namespaceSelector": "team=a", "ignoreNamespaces": "x", "watchGlobally": false}}),
+            None,
+        ),
+        row(
+            "every flag",
+            json!({"reloader": {
+                "autoReloadAll": true, "reloadOnCreate": true, "reloadOnDelete": true, "syncAfterRestart": true,
+                "logFormat": "json", "logLevel": "debug", "enablePProf": true, "pprofAddr": ":7070",
+                "enableMetricsByNamespace": true, "webhookUrl": "https://hooks.example.com/x",
+                "custom_annotations": every_annotation,
+                "coalescePeriod": "2s", "maxWritesPerSecond": 50, "dryRun": true,
+                "ignoredSecretTypes": ["helm.sh/release.v1", "kubernetes.io/service-account-token"]}}),
+            None,
+        ),
+        row(
+            "webhookUrl without custom_annotations",
+            json!({"reloader": {"webhookUrl": "http://sink:8080/"}}),
+            None,
+        ),
+        row(
+            "ignoredSecretTypes=[] watches every type",
+            json!({"reloader": {"ignoredSecretTypes": []}}),
+            None,
+        ),
+        row("webhook enabled", json!({"webhook": {"enabled": true}}), Some(webhook_generated)),
+        row(
+            "webhook with argo and openshift",
+            json!({"webhook": {"enabled": true}, "reloader": {"isArgoRollouts": true, "isOpenshift": true}}),
+            Some(webhook_generated),
+        ),
+        row(
+            "webhook with cert-manager",
+            json!({"webhook": {"enabled": true, "certManager": {"enabled": true}}}),
+            Some(webhook_cert_manager),
+        ),
+        row(
+            "webhook namespaced",
+            json!({"webhook": {"enabled": true}, "reloader": {"watchGlobally": false, "namespaces": ["a", "b"]}}),
+            Some(webhook_namespaced),
+        ),
+        Row {
+            name: "netpol, monitors, PDB, VPA",
+            values: json!({"reloader": {
+                "netpol": {"enabled": true, "from": [{"podSelector": {"matchLabels": {"app": "prometheus"}}}]},
+                "serviceMonitor": {"enabled": true}, "podMonitor": {"enabled": true},
+                "podDisruptionBudget": {"enabled": true}, "verticalPodAutoscaler": {"enabled": true},
+                "readOnlyRootFileSystem": true}}),
+            api_versions: MONITORING_APIS,
+            details: Some(extras),
+        },
+        row(
+            "rbac and serviceAccount off",
+            json!({"reloader": {"rbac": {"enabled": false},
+                                "serviceAccount": {"create": false, "name": "existing-sa"}}}),
+            Some(no_rbac),
+        ),
+        row("Stakater 2.2.16 values file", stakater_2_2_16(), Some(stakater_file)),
+    ]
+}
+
+/// Values that must be refused, and a piece of the message that must name the problem.
+const REJECTED: &[(&str, &str, &str)] = &[
+    ("reloader.reloadStrategy=foo", r#"{"reloader": {"reloadStrategy": "foo"}}"#, "/reloader/reloadStrategy"),
+    ("reloader.enableHA=notabool", r#"{"reloader": {"enableHA": "notabool"}}"#, "/reloader/enableHA"),
+    ("reloader.logFormat=xml", r#"{"reloader": {"logFormat": "xml"}}"#, "/reloader/logFormat"),
+    ("typo under reloader", r#"{"reloader": {"enableHa": true}}"#, "'enableHa' not allowed"),
+    (
+        "typo under reloader.deployment",
+        r#"{"reloader": {"deployment": {"replica": 2}}}"#,
+        "'replica' not allowed",
+    ),
+    ("typo under webhook", r#"{"webhook": {"enable": true}}"#, "'enable' not allowed"),
+    (
+        "replicas as a string",
+        r#"{"reloader": {"deployment": {"replicas": "2"}}}"#,
+        "/reloader/deployment/replicas",
+    ),
+    ("bad coalescePeriod", r#"{"reloader": {"coalescePeriod": "2 seconds"}}"#, "/reloader/coalescePeriod"),
+    ("webhook failurePolicy", r#"{"webhook": {"failurePolicy": "Maybe"}}"#, "/webhook/failurePolicy"),
+    (
+        "both resource types ignored",
+        r#"{"reloader": {"ignoreSecrets": true, "ignoreConfigMaps": true}}"#,
+        "ignoreConfigMaps are both true",
+    ),
+    (
+        "namespaces with watchGlobally=true",
+        r#"{"reloader": {"namespaces": ["a"]}}"#,
+        "reloader.watchGlobally is true",
+    ),
+    (
+        "webhook in a namespace it excludes",
+        r#"{"webhook": {"enabled": true}, "reloader": {"watchGlobally": false}}"#,
+        "excluded from the webhook",
+    ),
+    (
+        "webhook existing Secret without CA",
+        r#"{"webhook": {"enabled": true, "tls": {"existingSecret": "x"}}}"#,
+        "webhook.tls.caBundle is empty",
+    ),
+];
+
+#[test]
+fn each_values_set_lints_and_renders_what_it_asks_for() {
+    let helm = helm();
+    let mut failures = Vec::new();
+    let rows = rows();
+    for row in &rows {
+        if let Err(failure) = check_row(&helm, row) {
+            failures.push(format!("{}: {failure}", row.name));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} values sets fail:\n{}",
+        failures.len(),
+        rows.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn invalid_values_are_refused_naming_the_key() {
+    let helm = helm();
+    let mut failures = Vec::new();
+    for (name, values, needle) in REJECTED {
+        let values: Value = serde_json::from_str(values).expect("a JSON values document");
+        match helm.template(RELEASE, NAMESPACE, &values) {
+            Ok(_) => failures.push(format!("{name}: rendered, but must be refused")),
+            Err(error) if !error.to_string().contains(needle) => {
+                failures.push(format!("{name}: refused without a message naming '{needle}': {error}"))
+            }
+            Err(_) => {}
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn helm() -> Helm {
+    Helm::locate().expect("helm from the dev cache (hack/build helm)")
+}
+
+fn check_row(helm: &Helm, row: &Row) -> Check {
+    helm.lint(NAMESPACE, &row.values).map_err(|e| format!("helm lint: {e}"))?;
+    let manifest = helm
+        .template_with_apis(RELEASE, NAMESPACE, &row.values, row.api_versions)
+        .map_err(|e| format!("helm template: {e}"))?;
+    let values = merge(&defaults(), &row.values);
+    let rendered = check_common(&manifest, &values)?;
+    row.details.map_or(Ok(()), |details| details(&rendered))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Expectations, written from docs/compatibility.md §1/§2/§13 independently of the templates.
+
+/// The chart's defaults for every key the expectations read.
+fn defaults() -> Value {
+    json!({
+        "reloader": {
+            "autoReloadAll": false, "isArgoRollouts": false, "isOpenshift": false,
+            "ignoreSecrets": false, "ignoreConfigMaps": false, "ignoreJobs": false, "ignoreCronJobs": false,
+            "reloadOnCreate": false, "reloadOnDelete": false, "syncAfterRestart": false,
+            "reloadStrategy": "default", "ignoreNamespaces": "", "namespaceSelector": "",
+            "resourceLabelSelector": "", "logFormat": "", "logLevel": "info", "watchGlobally": true,
+            "namespaces": [], "enableHA": false, "enablePProf": false, "pprofAddr": ":6060",
+            "enableCSIIntegration": false, "enableMetricsByNamespace": false, "webhookUrl": "",
+            "custom_annotations": {}, "coalescePeriod": "", "maxWritesPerSecond": null, "dryRun": false,
+            "ignoredSecretTypes": null, "readOnlyRootFileSystem": false,
+            "deployment": {"replicas": 1},
+            "rbac": {"enabled": true},
+        },
+        "webhook": {"enabled": false, "port": 9443},
+    })
+}
+
+/// `over` on top of `base`, objects merged key by key as helm merges values files.
+fn merge(base: &Value, over: &Value) -> Value {
+    match (base, over) {
+        (Value::Object(base), Value::Object(over)) => {
+            let mut merged = base.clone();
+            for (key, value) in over {
+                let next = match merged.get(key) {
+                    Some(existing) if existing.is_object() && value.is_object() => merge(existing, value),
+                    _ => value.clone(),
+                };
+                merged.insert(key.clone(), next);
+            }
+            Value::Object(merged)
+        }
+        _ => over.clone(),
+    }
+}
+
+/// A comma-separated string or a list, trimmed, empty items dropped.
+fn csv(value: &Value) -> Vec<String> {
+    let items: Vec<&str> = match value {
+        Value::String(text) => text.split(',').collect(),
+        Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    items.into_iter().map(str::trim).filter(|item| !item.is_empty()).map(str::to_owned).collect()
+}
+
+fn on(value: &Value) -> bool {
+    value.as_bool().unwrap_or(false)
+}
+
+fn text(value: &Value) -> &str {
+    value.as_str().unwrap_or_default()
+}
+
+fn expected_args(values: &Value) -> Vec<String> {
+    let r = &values["reloader"];
+    let mut args = Vec::new();
+    if !text(&r["logFormat"]).is_empty() {
+        args.push(format!("--log-format={}", text(&r["logFormat"])));
+    }
+    if !text(&r["logLevel"]).is_empty() {
+        args.push(format!("--log-level={}", text(&r["logLevel"])));
+    }
+    if on(&r["ignoreSecrets"]) {
+        args.push("--resources-to-ignore=secrets".into());
+    }
+    if on(&r["ignoreConfigMaps"]) {
+        args.push("--resources-to-ignore=configmaps".into());
+    }
+    let ignored_kinds: Vec<&str> = [("jobs", "ignoreJobs"), ("cronjobs", "ignoreCronJobs")]
+        .into_iter()
+        .filter(|(_, key)| on(&r[key]))
+        .map(|(kind, _)| kind)
+        .collect();
+    if !ignored_kinds.is_empty() {
+        args.push(format!("--ignored-workload-types={}", ignored_kinds.join(",")));
+    }
+    if on(&r["watchGlobally"]) {
+        for (key, flag) in
+            [("ignoreNamespaces", "--namespaces-to-ignore"), ("namespaceSelector", "--namespace-selector")]
+        {
+            let items = csv(&r[key]);
+            if !items.is_empty() {
+                args.push(format!("{flag}={}", items.join(",")));
+            }
+        }
+    } else if !csv(&r["namespaces"]).is_empty() {
+        args.push(format!("--namespaces={}", csv(&r["namespaces"]).join(",")));
+    }
+    if !csv(&r["resourceLabelSelector"]).is_empty() {
+        args.push(format!("--resource-label-selector={}", csv(&r["resourceLabelSelector"]).join(",")));
+    }
+    if on(&r["isArgoRollouts"]) {
+        args.push("--is-Argo-Rollouts=true".into());
+    }
+    args.push(format!("--is-openshift={}", on(&r["isOpenshift"])));
+    for (key, flag) in [
+        ("reloadOnCreate", "--reload-on-create"),
+        ("reloadOnDelete", "--reload-on-delete"),
+        ("syncAfterRestart", "--sync-after-restart"),
+        ("enableHA", "--enable-ha"),
+        ("autoReloadAll", "--auto-reload-all"),
+        ("enableCSIIntegration", "--enable-csi-integration"),
+    ] {
+        if on(&r[key]) {
+            args.push(format!("{flag}=true"));
+        }
+    }
+    if text(&r["reloadStrategy"]) != "default" {
+        args.push(format!("--reload-strategy={}", text(&r["reloadStrategy"])));
+    }
+    if on(&r["enablePProf"]) {
+        args.push("--enable-pprof".into());
+        args.push(format!("--pprof-addr={}", text(&r["pprofAddr"])));
+    }
+    for (key, flag) in ANNOTATION_FLAGS {
+        let annotation = text(&r["custom_annotations"][key]);
+        if !annotation.is_empty() {
+            args.push(format!("{flag}={annotation}"));
+        }
+    }
+    if !text(&r["webhookUrl"]).is_empty() {
+        args.push(format!("--webhook-url={}", text(&r["webhookUrl"])));
+    }
+    if !text(&r["coalescePeriod"]).is_empty() {
+        args.push(format!("--coalesce-period={}", text(&r["coalescePeriod"])));
+    }
+    if !r["maxWritesPerSecond"].is_null() {
+        args.push(format!("--max-writes-per-second={}", r["maxWritesPerSecond"]));
+    }
+    if on(&r["dryRun"]) {
+        args.push("--dry-run".into());
+    }
+    if !r["ignoredSecretTypes"].is_null() {
+        args.push(format!("--ignored-secret-types={}", csv(&r["ignoredSecretTypes"]).join(",")));
+    }
+    if on(&values["webhook"]["enabled"]) {
+        args.push("--admission-webhook".into());
+        args.push("--webhook-tls-cert=/tls/tls.crt".into());
+        args.push("--webhook-tls-key=/tls/tls.key".into());
+        args.push(format!("--webhook-addr=:{}", values["webhook"]["port"]));
+    }
+    args.sort();
+    args
+}
+
+/// One permission: (scope, apiGroup, resource, verb); scope is "cluster" or a namespace.
+type Grant = (String, String, String, String);
+
+fn expected_grants(values: &Value) -> BTreeSet<Grant> {
+    let r = &values["reloader"];
+    let mut grants = BTreeSet::new();
+    if !on(&r["rbac"]["enabled"]) {
+        return grants;
+    }
+    let mut grant = |scope: &str, group: &str, resources: &[&str], verbs: &[&str]| {
+        for resource in resources {
+            for verb in verbs {
+                grants.insert((scope.into(), group.into(), resource.to_string(), verb.to_string()));
+            }
+        }
+    };
+    // What the binary does (proven on a real API server by `chart_rbac`): watches list+watch; a
+    // reload GETs the workload and PATCHes it; no UPDATE of workloads anywhere.
+    let (read, write, watch) =
+        (["get", "list", "watch"], ["get", "list", "watch", "patch"], ["list", "watch"]);
+    let scopes = if on(&r["watchGlobally"]) {
+        vec!["cluster".to_owned()]
+    } else {
+        let listed = csv(&r["namespaces"]);
+        if listed.is_empty() { vec![NAMESPACE.to_owned()] } else { listed }
+    };
+    for scope in &scopes {
+        let sources: Vec<&str> = [("configmaps", "ignoreConfigMaps"), ("secrets", "ignoreSecrets")]
+            .into_iter()
+            .filter(|(_, key)| !on(&r[key]))
+            .map(|(resource, _)| resource)
+            .collect();
+        grant(scope, "", &sources, &watch);
+        if scope == "cluster" && !csv(&r["namespaceSelector"]).is_empty() {
+            grant(scope, "", &["namespaces"], &read);
+        }
+        grant(scope, "apps", &["deployments", "daemonsets", "statefulsets"], &write);
+        if !on(&r["ignoreCronJobs"]) {
+            grant(scope, "batch", &["cronjobs"], &read);
+        }
+        if !on(&r["ignoreJobs"]) {
+            grant(scope, "batch", &["jobs"], &["get", "list", "watch", "create", "delete"]);
+        } else if !on(&r["ignoreCronJobs"]) {
+            grant(scope, "batch", &["jobs"], &["create"]); // a CronJob reload creates a Job
+        }
+        if on(&r["isArgoRollouts"]) {
+            grant(scope, "argoproj.io", &["rollouts"], &write);
+        }
+        if on(&r["isOpenshift"]) {
+            grant(scope, "apps.openshift.io", &["deploymentconfigs"], &write);
+        }
+        if on(&r["enableCSIIntegration"]) {
+            let csi = ["secretproviderclasspodstatuses", "secretproviderclasses"];
+            grant(scope, "secrets-store.csi.x-k8s.io", &csi, &read);
+        }
+        grant(scope, "events.k8s.io", &["events"], &["create", "patch"]); // events.k8s.io/v1 Events
+    }
+    grant(NAMESPACE, "", &["configmaps"], &["create", "patch"]); // meta-info ConfigMap, server-side apply
+    if on(&r["enableHA"]) {
+        grant(NAMESPACE, "coordination.k8s.io", &["leases"], &["get", "create", "update"]);
+    }
+    grants
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading the rendered objects.
+
+/// A rendered values set: its objects, the merged values, and the controller's Deployment and
+/// container.
+struct Rendered<'a> {
+    docs: &'a [Value],
+    values: &'a Value,
+    deployment: &'a Value,
+    container: &'a Value,
+}
+
+fn find<'a>(docs: &'a [Value], kind: &str, name: Option<&str>, namespace: Option<&str>) -> Vec<&'a Value> {
+    docs.iter()
+        .filter(|d| d["kind"] == kind)
+        .filter(|d| name.is_none_or(|name| d["metadata"]["name"] == name))
+        .filter(|d| namespace.is_none_or(|namespace| d["metadata"]["namespace"] == namespace))
+        .collect()
+}
+
+fn one<'a>(
+    docs: &'a [Value],
+    kind: &str,
+    name: Option<&str>,
+    namespace: Option<&str>,
+) -> Result<&'a Value, String> {
+    match find(docs, kind, name, namespace)[..] {
+        [found] => Ok(found),
+        ref found => Err(format!(
+            "expected exactly one {kind} {} in {}, found {}",
+            name.unwrap_or_default(),
+            namespace.unwrap_or("any namespace"),
+            found.len()
+        )),
+    }
+}
+
+fn strings(value: &Value) -> Vec<&str> {
+    value.as_array().into_iter().flatten().filter_map(Value::as_str).collect()
+}
+
+/// What the bindings to ServiceAccount `account` in the release namespace grant it.
+fn granted(docs: &[Value], account: &str) -> Result<BTreeSet<Grant>, String> {
+    let mut grants = BTreeSet::new();
+    for binding in docs.iter().filter(|d| d["kind"] == "RoleBinding" || d["kind"] == "ClusterRoleBinding") {
+        let subjects = binding["subjects"].as_array().into_iter().flatten();
+        if !subjects
+            .into_iter()
+            .any(|s| s["kind"] == "ServiceAccount" && s["name"] == account && s["namespace"] == NAMESPACE)
+        {
+            continue;
+        }
+        let reference = &binding["roleRef"];
+        let namespace = binding["metadata"]["namespace"].as_str();
+        let role_namespace = if reference["kind"] == "ClusterRole" { None } else { namespace };
+        let role = one(docs, text(&reference["kind"]), Some(text(&reference["name"])), role_namespace)
+            .map_err(|_| {
+                format!("{} {} refers to a missing {reference}", binding["kind"], binding["metadata"]["name"])
+            })?;
+        let scope =
+            if binding["kind"] == "ClusterRoleBinding" { "cluster" } else { namespace.unwrap_or_default() };
+        for rule in role["rules"].as_array().into_iter().flatten() {
+            ensure(
+                rule.get("resourceNames").is_none(),
+                format!("unexpected resourceNames in {}", role["metadata"]["name"]),
+            )?;
+            for group in strings(&rule["apiGroups"]) {
+                for resource in strings(&rule["resources"]) {
+                    for verb in strings(&rule["verbs"]) {
+                        grants.insert((scope.into(), group.into(), resource.into(), verb.into()));
+                    }
+                }
+            }
+        }
+    }
+    Ok(grants)
+}
+
+fn container_port(container: &Value, name: &str) -> Option<u64> {
+    container["ports"].as_array()?.iter().find(|p| p["name"] == name)?["containerPort"].as_u64()
+}
+
+fn env<'a>(container: &'a Value, name: &str) -> Option<&'a Value> {
+    container["env"].as_array()?.iter().find(|e| e["name"] == name)
+}
+
+fn our_pods() -> Value {
+    json!({"app": FULLNAME, "release": RELEASE})
+}
+
+/// The checks every values set passes.
+fn check_common<'a>(manifest: &'a Manifest, values: &'a Value) -> Result<Rendered<'a>, String> {
+    let docs = manifest.objects();
+    let keys: Vec<String> = manifest.describe();
+    let unique: BTreeSet<&String> = keys.iter().collect();
+    ensure(keys.len() == unique.len(), format!("duplicate objects among {keys:?}"))?;
+    let r = &values["reloader"];
+    let deployment = one(docs, "Deployment", Some(FULLNAME), Some(NAMESPACE))?;
+    let spec = &deployment["spec"];
+    let pod = &spec["template"]["spec"];
+    let selector = merge(&our_pods(), &r["matchLabels"]);
+    let selector = if selector.is_null() { our_pods() } else { selector };
+    ensure(
+        spec["selector"]["matchLabels"] == selector,
+        format!("selector must stay Stakater's (app, release, matchLabels): {}", spec["selector"]),
+    )?;
+    let replicas = r["deployment"]["replicas"].as_u64().unwrap_or(1);
+    let want_replicas = if on(&r["enableHA"]) { replicas } else { replicas.min(1) };
+    ensure(
+        spec["replicas"] == want_replicas,
+        format!("replicas {}, want {want_replicas}", spec["replicas"]),
+    )?;
+    let [container] = pod["containers"].as_array().map(Vec::as_slice).unwrap_or_default() else {
+        return Err("one container".into());
+    };
+
+    let mut args: Vec<String> = strings(&container["args"]).into_iter().map(str::to_owned).collect();
+    args.sort();
+    let want = expected_args(values);
+    let missing: Vec<&String> = want.iter().filter(|a| !args.contains(a)).collect();
+    let extra: Vec<&String> = args.iter().filter(|a| !want.contains(a)).collect();
+    ensure(args == want, format!("flags differ: missing {missing:?}, unexpected {extra:?}"))?;
+
+    for name in ["POD_NAME", "POD_NAMESPACE", "RELOADER_NAMESPACE"] {
+        ensure(env(container, name).is_some(), format!("env {name} missing"))?;
+    }
+    ensure(
+        env(container, "POD_NAME")
+            .is_some_and(|e| e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"),
+        "POD_NAME fieldRef",
+    )?;
+    ensure(
+        env(container, "RELOADER_DEPLOYMENT_NAME").is_some_and(|e| e["value"] == FULLNAME),
+        "RELOADER_DEPLOYMENT_NAME",
+    )?;
+    let want_namespace_env = !on(&r["watchGlobally"]) && csv(&r["namespaces"]).is_empty();
+    ensure(
+        env(container, "KUBERNETES_NAMESPACE").is_some() == want_namespace_env,
+        format!("KUBERNETES_NAMESPACE {}", if want_namespace_env { "missing" } else { "unexpected" }),
+    )?;
+    ensure(
+        env(container, "METRICS_COUNT_BY_NAMESPACE").is_some() == on(&r["enableMetricsByNamespace"]),
+        "METRICS_COUNT_BY_NAMESPACE follows enableMetricsByNamespace",
+    )?;
+
+    ensure(container_port(container, "http") == Some(9090), "container port http 9090")?;
+    for (probe, path) in [("livenessProbe", "/live"), ("readinessProbe", "/readyz")] {
+        let get = &container[probe]["httpGet"];
+        ensure(
+            get["path"] == path && (get["port"] == "http" || get["port"] == 9090),
+            format!("{probe} GET {path} on 9090"),
+        )?;
+    }
+    let security = &container["securityContext"];
+    ensure(
+        security["readOnlyRootFilesystem"] == true
+            && security["allowPrivilegeEscalation"] == false
+            && security["capabilities"]["drop"] == json!(["ALL"]),
+        format!("container securityContext: {security}"),
+    )?;
+    let pod_security = &pod["securityContext"];
+    ensure(
+        pod_security["runAsNonRoot"] == true
+            && pod_security["runAsUser"] == 65534
+            && pod_security["seccompProfile"]["type"] == "RuntimeDefault",
+        format!("pod securityContext: {pod_security}"),
+    )?;
+    let resources = &container["resources"];
+    ensure(
+        !text(&resources["requests"]["cpu"]).is_empty() && !text(&resources["limits"]["memory"]).is_empty(),
+        "resources set",
+    )?;
+
+    let (got, want) = (granted(docs, FULLNAME)?, expected_grants(values));
+    let missing: Vec<&Grant> = want.difference(&got).collect();
+    let extra: Vec<&Grant> = got.difference(&want).collect();
+    ensure(
+        missing.is_empty() && extra.is_empty(),
+        format!(
+            "RBAC differs from docs/compatibility.md §13:\n    missing {missing:?}\n    unexpected {extra:?}"
+        ),
+    )?;
+    if on(&r["rbac"]["enabled"]) {
+        ensure(
+            find(docs, "ClusterRole", None, None).is_empty() != on(&r["watchGlobally"]),
+            "a ClusterRole exactly in global mode",
+        )?;
+    }
+    Ok(Rendered { docs, values, deployment, container })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-set checks.
+
+fn no_webhook(set: &Rendered) -> Check {
+    ensure(
+        find(set.docs, "MutatingWebhookConfiguration", None, None).is_empty(),
+        "no webhook configuration by default",
+    )?;
+    ensure(set.deployment["spec"]["strategy"] == json!({"type": "Recreate"}), "Recreate without enableHA")?;
+    ensure(
+        set.deployment["spec"]["template"]["spec"].get("affinity").is_none(),
+        "no default affinity without enableHA",
+    )
+}
+
+fn role_namespaces(docs: &[Value], kind: &str, name: &str) -> Vec<String> {
+    let mut namespaces: Vec<String> = find(docs, kind, Some(name), None)
+        .iter()
+        .map(|d| text(&d["metadata"]["namespace"]).to_owned())
+        .collect();
+    namespaces.sort();
+    namespaces
+}
+
+fn namespaced_single(set: &Rendered) -> Check {
+    let roles = role_namespaces(set.docs, "Role", &format!("{FULLNAME}-role"));
+    ensure(roles == [NAMESPACE], format!("workload Role in the release namespace, got {roles:?}"))
+}
+
+fn namespaced_ab(set: &Rendered) -> Check {
+    let roles = role_namespaces(set.docs, "Role", &format!("{FULLNAME}-role"));
+    ensure(roles == ["a", "b"], format!("workload Roles in a and b only, got {roles:?}"))?;
+    let bindings = role_namespaces(set.docs, "RoleBinding", &format!("{FULLNAME}-role-binding"));
+    ensure(bindings == ["a", "b"], format!("RoleBindings in a and b, got {bindings:?}"))
+}
+
+fn ha(set: &Rendered) -> Check {
+    let spec = &set.deployment["spec"];
+    ensure(spec.get("strategy").is_none(), "HA keeps the rolling update")?;
+    let term = &spec["template"]["spec"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        [0]["podAffinityTerm"];
+    ensure(term["topologyKey"] == "kubernetes.io/hostname", "anti-affinity on hostname")?;
+    ensure(term["labelSelector"]["matchLabels"] == our_pods(), "anti-affinity selects our pods")?;
+    let budget = one(set.docs, "PodDisruptionBudget", Some(FULLNAME), Some(NAMESPACE))?;
+    ensure(budget["spec"]["minAvailable"] == 1, "PodDisruptionBudget minAvailable 1")
+}
+
+fn replicas_capped(set: &Rendered) -> Check {
+    ensure(
+        set.deployment["spec"]["replicas"] == 1
+            && !strings(&set.container["args"]).contains(&"--enable-ha=true"),
+        "replicas capped at 1",
+    )
+}
+
+fn webhook_generated(set: &Rendered) -> Check {
+    let configuration = one(set.docs, "MutatingWebhookConfiguration", Some(FULLNAME), None)?;
+    let hook = &configuration["webhooks"][0];
+    ensure(
+        hook["failurePolicy"] == "Ignore" && hook["timeoutSeconds"] == 5,
+        "failurePolicy Ignore, timeout 5",
+    )?;
+    ensure(
+        hook["sideEffects"] == "None" && hook["admissionReviewVersions"] == json!(["v1"]),
+        "sideEffects, versions",
+    )?;
+    let excluded = &hook["namespaceSelector"]["matchExpressions"][0];
+    let excluded_names = strings(&excluded["values"]);
+    ensure(
+        excluded["key"] == "kubernetes.io/metadata.name"
+            && excluded["operator"] == "NotIn"
+            && excluded_names.contains(&"kube-system")
+            && excluded_names.contains(&NAMESPACE),
+        format!("namespace exclusion: {excluded}"),
+    )?;
+    let skip = &hook["objectSelector"]["matchExpressions"][0];
+    ensure(
+        *skip == json!({"key": "reloader.stakater.com/webhook", "operator": "NotIn", "values": ["skip"]}),
+        format!("objectSelector: {skip}"),
+    )?;
+    let rules = hook["rules"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let got: BTreeSet<(&str, &str)> = rules
+        .iter()
+        .flat_map(|rule| {
+            let resources = strings(&rule["resources"]);
+            strings(&rule["apiGroups"])
+                .into_iter()
+                .flat_map(move |g| resources.clone().into_iter().map(move |r| (g, r)))
+        })
+        .collect();
+    let mut want: BTreeSet<(&str, &str)> = [
+        ("apps", "deployments"),
+        ("apps", "daemonsets"),
+        ("apps", "statefulsets"),
+        ("batch", "cronjobs"),
+        ("batch", "jobs"),
+    ]
+    .into();
+    if on(&set.values["reloader"]["isArgoRollouts"]) {
+        want.insert(("argoproj.io", "rollouts"));
+    }
+    if on(&set.values["reloader"]["isOpenshift"]) {
+        want.insert(("apps.openshift.io", "deploymentconfigs"));
+    }
+    ensure(got == want, format!("webhook rules {got:?}, want {want:?}"))?;
+    ensure(
+        rules.iter().all(|rule| {
+            let mut operations = strings(&rule["operations"]);
+            operations.sort();
+            operations == ["CREATE", "UPDATE"]
+        }),
+        "CREATE, UPDATE",
+    )?;
+    let service_ref = &hook["clientConfig"]["service"];
+    let service = one(set.docs, "Service", Some(text(&service_ref["name"])), Some(NAMESPACE))?;
+    let port = &service["spec"]["ports"][0];
+    ensure(
+        service_ref["port"] == 443 && port["port"] == 443 && port["targetPort"] == "webhook",
+        "webhook Service 443 -> webhook",
+    )?;
+    ensure(container_port(set.container, "webhook") == Some(9443), "container port webhook 9443")?;
+    let secret = one(set.docs, "Secret", Some(&format!("{FULLNAME}-webhook-tls")), Some(NAMESPACE))?;
+    let keys: BTreeSet<&str> =
+        secret["data"].as_object().into_iter().flatten().map(|(k, _)| k.as_str()).collect();
+    ensure(keys == BTreeSet::from(["tls.crt", "tls.key", "ca.crt"]), "generated TLS Secret keys")?;
+    ensure(hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"], "caBundle is the generated CA")?;
+    let mounts = set.container["volumeMounts"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let volumes = set.deployment["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    ensure(
+        mounts.iter().any(|m| m["mountPath"] == "/tls" && m["name"] == "webhook-tls")
+            && volumes.iter().any(|v| {
+                v["name"] == "webhook-tls" && v["secret"]["secretName"] == secret["metadata"]["name"]
+            }),
+        "TLS Secret mounted",
+    )?;
+    ensure(
+        set.deployment["metadata"]["labels"]["reloader.stakater.com/webhook"] == "skip",
+        "our own Deployment skips the webhook",
+    )
+}
+
+fn webhook_cert_manager(set: &Rendered) -> Check {
+    let configuration = one(set.docs, "MutatingWebhookConfiguration", Some(FULLNAME), None)?;
+    ensure(
+        configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+            == format!("{NAMESPACE}/{FULLNAME}-webhook"),
+        "cainjector annotation",
+    )?;
+    ensure(
+        configuration["webhooks"][0]["clientConfig"].get("caBundle").is_none(),
+        "no caBundle with cert-manager",
+    )?;
+    ensure(find(set.docs, "Secret", None, None).is_empty(), "no generated Secret with cert-manager")?;
+    one(set.docs, "Issuer", None, Some(NAMESPACE))?;
+    let certificate = one(set.docs, "Certificate", Some(&format!("{FULLNAME}-webhook")), Some(NAMESPACE))?;
+    ensure(
+        certificate["spec"]["secretName"] == format!("{FULLNAME}-webhook-tls"),
+        "Certificate writes the mounted Secret",
+    )?;
+    let service_name = format!("{FULLNAME}-webhook.{NAMESPACE}.svc");
+    ensure(
+        strings(&certificate["spec"]["dnsNames"]).contains(&service_name.as_str()),
+        "Certificate DNS names",
+    )
+}
+
+fn webhook_namespaced(set: &Rendered) -> Check {
+    let configuration = one(set.docs, "MutatingWebhookConfiguration", Some(FULLNAME), None)?;
+    let expressions = &configuration["webhooks"][0]["namespaceSelector"]["matchExpressions"];
+    let limited = json!({"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["a", "b"]});
+    ensure(
+        expressions.as_array().is_some_and(|all| all.contains(&limited)),
+        format!("namespaced webhook limited to a, b: {expressions}"),
+    )
+}
+
+fn extras(set: &Rendered) -> Check {
+    let policy = one(set.docs, "NetworkPolicy", Some(FULLNAME), Some(NAMESPACE))?;
+    let ports = |direction: &str| -> Vec<Value> {
+        policy["spec"][direction]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|rule| rule["ports"].as_array().cloned().unwrap_or_default())
+            .collect()
+    };
+    let egress: Vec<(String, Value)> = ports("egress")
+        .iter()
+        .map(|p| (p["protocol"].as_str().unwrap_or("TCP").to_owned(), p["port"].clone()))
+        .collect();
+    for (protocol, port) in [("UDP", 53), ("TCP", 53), ("TCP", 443), ("TCP", 6443)] {
+        ensure(
+            egress.contains(&(protocol.into(), json!(port))),
+            format!("egress DNS + API server: {egress:?}"),
+        )?;
+    }
+    let ingress: Vec<Value> = ports("ingress").iter().map(|p| p["port"].clone()).collect();
+    ensure(
+        ingress.contains(&json!("http")) || ingress.contains(&json!(9090)),
+        "ingress to the metrics port",
+    )?;
+    ensure(
+        policy["spec"]["ingress"][0]["from"] == set.values["reloader"]["netpol"]["from"],
+        "ingress from netpol.from",
+    )?;
+    let service = one(set.docs, "Service", Some(FULLNAME), Some(NAMESPACE))?;
+    ensure(
+        service["spec"]["ports"][0]["port"] == 9090 && service["spec"]["selector"] == our_pods(),
+        "metrics Service on 9090",
+    )?;
+    let service_monitor = one(set.docs, "ServiceMonitor", Some(FULLNAME), Some(NAMESPACE))?;
+    let endpoint = &service_monitor["spec"]["endpoints"][0];
+    ensure(
+        endpoint["port"] == "http" && endpoint["path"] == "/metrics",
+        "ServiceMonitor scrapes /metrics on http",
+    )?;
+    let pod_monitor = one(set.docs, "PodMonitor", Some(FULLNAME), Some(NAMESPACE))?;
+    ensure(pod_monitor["spec"]["podMetricsEndpoints"][0]["port"] == "http", "PodMonitor scrapes http")?;
+    let autoscaler = one(set.docs, "VerticalPodAutoscaler", Some(FULLNAME), Some(NAMESPACE))?;
+    ensure(autoscaler["spec"]["targetRef"]["name"] == FULLNAME, "VPA targets the Deployment")?;
+    ensure(
+        autoscaler["spec"]["resourcePolicy"]["containerPolicies"][0]["containerName"]
+            == set.container["name"],
+        "VPA container",
+    )?;
+    let budget = one(set.docs, "PodDisruptionBudget", Some(FULLNAME), Some(NAMESPACE))?;
+    ensure(
+        budget["spec"] == json!({"maxUnavailable": 1, "selector": {"matchLabels": our_pods()}}),
+        "PDB defaults to maxUnavailable 1",
+    )?;
+    let mounts = set.container["volumeMounts"].as_array().map(Vec::as_slice).unwrap_or_default();
+    ensure(mounts.iter().any(|m| m["mountPath"] == "/tmp/"), "readOnlyRootFileSystem mounts /tmp")
+}
+
+fn no_rbac(set: &Rendered) -> Check {
+    for kind in ["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"] {
+        ensure(find(set.docs, kind, None, None).is_empty(), "rbac.enabled=false renders no RBAC")?;
+    }
+    ensure(
+        find(set.docs, "ServiceAccount", None, None).is_empty(),
+        "serviceAccount.create=false renders no ServiceAccount",
+    )?;
+    ensure(
+        set.deployment["spec"]["template"]["spec"]["serviceAccountName"] == "existing-sa",
+        "existing ServiceAccount used",
+    )
+}
+
+fn stakater_file(set: &Rendered) -> Check {
+    let pod = &set.deployment["spec"]["template"]["spec"];
+    let c = set.container;
+    let env = |name: &str| env(c, name).cloned().unwrap_or_default();
+    ensure(env("ALERT_ON_RELOAD")["value"] == "true", "env.open")?;
+    ensure(env("ALERT_WEBHOOK_URL")["valueFrom"]["secretKeyRef"]["name"] == FULLNAME, "env.secret")?;
+    ensure(
+        env("ALERT_SINK")["valueFrom"]["secretKeyRef"] == json!({"name": "alerts", "key": "sink"}),
+        "env.existing",
+    )?;
+    ensure(env("NODE")["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName", "env.field")?;
+    ensure(
+        pod["priorityClassName"] == "system-cluster-critical"
+            && pod["schedulerName"] == "custom"
+            && pod["runtimeClassName"] == "gvisor"
+            && pod["hostUsers"] == false,
+        "pod settings",
+    )?;
+    ensure(
+        pod["imagePullSecrets"] == json!([{"name": "pull-a"}, {"name": "pull-b"}]),
+        "imagePullSecrets both forms",
+    )?;
+    ensure(
+        c["image"] == "registry.example.com/stakater/reloader:v1.4.21",
+        "global.imageRegistry + image.name",
+    )?;
+    let template = &set.deployment["spec"]["template"]["metadata"];
+    ensure(template["annotations"] == json!({"team": "platform"}), "pod annotations")?;
+    ensure(template["labels"]["extra"] == "label", "matchLabels on the pod")?;
+    ensure(
+        set.deployment["spec"]["selector"]["matchLabels"]["extra"] == "label",
+        "matchLabels in the selector",
+    )?;
+    ensure(
+        c["livenessProbe"]["timeoutSeconds"] == 7 && c["livenessProbe"]["httpGet"]["path"] == "/live",
+        "probe timings merged",
+    )?;
+    let mounts: Vec<&str> =
+        c["volumeMounts"].as_array().into_iter().flatten().map(|m| text(&m["name"])).collect();
+    ensure(mounts.contains(&"tmp-volume") && mounts.contains(&"extra"), "volumes and /tmp")?;
+    let secret = one(set.docs, "Secret", Some(FULLNAME), Some(NAMESPACE))?;
+    let keys: Vec<&String> = secret["data"].as_object().into_iter().flat_map(|data| data.keys()).collect();
+    ensure(keys == ["ALERT_WEBHOOK_URL"], "env.secret Secret")?;
+    let service = one(set.docs, "Service", Some(FULLNAME), Some(NAMESPACE))?;
+    ensure(service["spec"]["ipFamilyPolicy"] == "SingleStack", "service keys")
+}
+
+/// A values file as a Stakater chart 2.2.16 user writes it: every key of that chart, with
+/// non-default values where that exercises something.
+fn stakater_2_2_16() -> Value {
+    json!({
+        "global": {"imageRegistry": "registry.example.com", "imagePullSecrets": ["pull-a", {"name": "pull-b"}]},
+        "kubernetes": {"host": "https://kubernetes.default"},
+        "nameOverride": "", "fullnameOverride": "",
+        "image": {"name": "stakater/reloader", "repository": "ghcr.io/stakater/reloader", "tag": "v1.4.21",
+                  "pullPolicy": "IfNotPresent"},
+        "reloader": {
+            "autoReloadAll": false, "isArgoRollouts": false, "isOpenshift": false, "ignoreSecrets": false,
+            "ignoreConfigMaps": false, "ignoreJobs": false, "ignoreCronJobs": false, "reloadOnCreate": true,
+            "reloadOnDelete": false, "syncAfterRestart": true, "reloadStrategy": "env-vars",
+            "ignoreNamespaces": "kube-system", "namespaceSelector": "", "resourceLabelSelector": "",
+            "logFormat": "json", "logLevel": "info", "watchGlobally": true, "namespaces": [],
+            "enableHA": false, "enablePProf": false, "enableCSIIntegration": false, "pprofAddr": ":6060",
+            "readOnlyRootFileSystem": true, "legacy": {"rbac": false}, "matchLabels": {"extra": "label"},
+            "enableMetricsByNamespace": true,
+            "deployment": {
+                "dnsConfig": {"options": [{"name": "ndots", "value": "1"}]},
+                "replicas": 1, "revisionHistoryLimit": 2, "hostUsers": false,
+                "nodeSelector": {"kubernetes.io/os": "linux"}, "affinity": {},
+                "volumeMounts": [{"name": "extra", "mountPath": "/extra"}],
+                "volumes": [{"name": "extra", "emptyDir": {}}],
+                "securityContext": {"runAsNonRoot": true, "runAsUser": 65534,
+                                    "seccompProfile": {"type": "RuntimeDefault"}},
+                "containerSecurityContext": {"capabilities": {"drop": ["ALL"]}, "allowPrivilegeEscalation": false,
+                                             "readOnlyRootFilesystem": true},
+                "tolerations": [{"key": "infra", "operator": "Exists", "effect": "NoSchedule"}],
+                "topologySpreadConstraints": [],
+                "annotations": {"owner": "platform"},
+                "labels": {"provider": "stakater", "group": "com.stakater.platform", "version": "v1.4.21"},
+                "env": {"open": {"ALERT_ON_RELOAD": "true"},
+                        "secret": {"ALERT_WEBHOOK_URL": "https://hooks.example.com/alert"},
+                        "field": {"NODE": "spec.nodeName"},
+                        "existing": {"alerts": {"ALERT_SINK": "sink"}}},
+                "livenessProbe": {"timeoutSeconds": 7, "failureThreshold": 5, "periodSeconds": 10,
+                                  "successThreshold": 1},
+                "readinessProbe": {"timeoutSeconds": 15, "failureThreshold": 5, "periodSeconds": 10,
+                                   "successThreshold": 1},
+                "resources": {"limits": {"cpu": "100m", "memory": "512Mi"},
+                              "requests": {"cpu": "10m", "memory": "128Mi"}},
+                "pod": {"annotations": {"team": "platform"}},
+                "priorityClassName": "system-cluster-critical", "runtimeClassName": "gvisor",
+                "schedulerName": "custom", "gomaxprocsOverride": "", "gomemlimitOverride": "",
+            },
+            "service": {"labels": {}, "annotations": {}, "port": 9090, "ipFamilyPolicy": "SingleStack",
+                        "ipFamilies": ["IPv4"]},
+            "rbac": {"enabled": true, "labels": {"rbac": "yes"}},
+            "serviceAccount": {"create": true, "labels": {}, "annotations": {}, "name": null},
+            "custom_annotations": {},
+            "serviceMonitor": {"enabled": false, "labels": {}, "annotations": {}, "honorLabels": true,
+                               "metricRelabelings": [], "relabelings": [], "targetLabels": [], "interval": "10s",
+                               "timeout": "30s", "namespace": "monitoring", "scheme": "", "tlsConfig": {},
+                               "bearerTokenFile": null},
+            "podMonitor": {"enabled": false, "labels": {}, "annotations": {}, "honorLabels": true,
+                           "metricRelabelings": [], "relabelings": [], "podTargetLabels": [], "interval": "10s",
+                           "timeout": "30s", "namespace": "monitoring", "scheme": "", "tlsConfig": {},
+                           "bearerTokenSecret": null},
+            "podDisruptionBudget": {"enabled": false, "minAvailable": 1},
+            "netpol": {"enabled": false, "from": [], "to": []},
+            "verticalPodAutoscaler": {"enabled": false, "controlledResources": [], "maxAllowed": {},
+                                      "minAllowed": {}, "controlledValues": "RequestsAndLimits",
+                                      "updatePolicy": {"updateMode": "Auto"}},
+            "webhookUrl": "",
+        },
+    })
+}
