@@ -17,6 +17,7 @@ pub(crate) mod notify;
 pub mod observe;
 mod reconcile;
 pub mod run;
+mod scope;
 mod sources;
 mod supervise;
 mod views;

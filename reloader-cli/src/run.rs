@@ -22,9 +22,9 @@ use crate::observe::http::{self, Health};
 use crate::observe::metrics::Metrics;
 use crate::reconcile::catch_up::{CatchUp, CatchUpConfig};
 use crate::reconcile::pause::PauseTimers;
-use crate::reconcile::scope::ScopeFilter;
 use crate::reconcile::standby::{REPLAY_WINDOW, StandbyChanges};
 use crate::reconcile::{ReconcileConfig, Reconciler, ResourceNotifier, WorkQueue};
+use crate::scope::ScopeFilter;
 use crate::sources::{self, SourcesConfig};
 use crate::supervise::Supervisor;
 

@@ -35,7 +35,7 @@ use tracing::{error, info, warn};
 
 use crate::kinds::EnabledKinds;
 use crate::observe::metrics::{AdmissionOperation, AdmissionOutcome, Metrics};
-use crate::reconcile::scope::ScopeFilter;
+use crate::scope::ScopeFilter;
 
 use tls::ReloadingCertificate;
 

@@ -16,11 +16,11 @@ use tokio::sync::watch;
 use tracing::info;
 
 use super::WorkQueue;
-use super::scope::ScopeFilter;
 use super::standby::StandbyChanges;
 use crate::executor::Work;
 use crate::observe::http::Health;
 use crate::observe::metrics::Metrics;
+use crate::scope::ScopeFilter;
 use crate::sources::Synced;
 
 /// The options the catch-up sweep uses.

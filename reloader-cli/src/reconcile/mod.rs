@@ -5,7 +5,6 @@
 
 pub(crate) mod catch_up;
 pub(crate) mod pause;
-pub(crate) mod scope;
 pub(crate) mod standby;
 #[cfg(test)]
 mod tests;
@@ -26,12 +25,12 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use self::pause::PauseTimers;
-use self::scope::ScopeFilter;
 use self::standby::StandbyChanges;
 use crate::executor::{Executor, Work};
 use crate::notify::events::{EventReason, EventSink};
 use crate::notify::webhook::{ResourceNotice, WebhookNotifier};
 use crate::observe::metrics::{EventType, Metrics, ProcessResult, SkipReason};
+use crate::scope::ScopeFilter;
 use crate::sources::Phase;
 
 /// Where reconcile, catch-up and the pause timers send writes (the executor).

@@ -20,13 +20,13 @@ use tokio::sync::watch;
 
 use super::catch_up::{CatchUpConfig, sweep};
 use super::pause::PauseTimers;
-use super::scope::ScopeFilter;
 use super::standby::{REPLAY_WINDOW, StandbyChanges};
 use super::{ReconcileConfig, Reconciler, WorkQueue};
 use crate::executor::Work;
 use crate::kinds::Loaded;
 use crate::notify::events::{EventReason, EventSink};
 use crate::observe::metrics::Metrics;
+use crate::scope::ScopeFilter;
 use crate::sources::Phase;
 use crate::views::workload_view;
 

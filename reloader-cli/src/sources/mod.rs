@@ -22,7 +22,7 @@ pub(crate) use glue::{Phase, Synced};
 use crate::kinds::EnabledKinds;
 use crate::observe::metrics::Metrics;
 use crate::reconcile::Reconciler;
-use crate::reconcile::scope::ScopeFilter;
+use crate::scope::ScopeFilter;
 
 /// One watch, ready to be spawned: its name (for logs), its task, its readiness.
 pub(crate) struct Watch {

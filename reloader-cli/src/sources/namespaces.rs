@@ -16,7 +16,7 @@ use tracing::info;
 use super::Watch;
 use super::glue::{IndexTarget, Phase, index_watch};
 use crate::observe::metrics::Metrics;
-use crate::reconcile::scope::ScopeFilter;
+use crate::scope::ScopeFilter;
 
 pub(super) fn watch(
     client: &Client,

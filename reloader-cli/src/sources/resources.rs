@@ -146,9 +146,9 @@ mod tests {
     use crate::notify::events::{EventReason, EventSink};
     use crate::observe::http::Health;
     use crate::reconcile::pause::PauseTimers;
-    use crate::reconcile::scope::ScopeFilter;
     use crate::reconcile::standby::{REPLAY_WINDOW, StandbyChanges};
     use crate::reconcile::{ReconcileConfig, WorkQueue};
+    use crate::scope::ScopeFilter;
     use crate::supervise::Supervisor;
 
     struct NoQueue;
