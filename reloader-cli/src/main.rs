@@ -2,11 +2,15 @@
 //!
 //! Every flag is checked before anything talks to a cluster: a bad value prints one line,
 //! `reloader: <what is wrong>`, and exits with code 2.
+//!
+//! Installed (or linked) as `kubectl-reloader`, the same binary is a kubectl plugin:
+//! `kubectl reloader explain deployment/web -n shop` runs it with the words after `reloader`.
 
 use std::process::ExitCode;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap_complete::Shell;
 use reloader_cli::args::RunArgs;
 use reloader_cli::explain::ExplainArgs;
 use reloader_cli::observe::telemetry;
@@ -36,6 +40,43 @@ enum Command {
     Sidecar(Box<SidecarArgs>),
     /// Explain why a workload would or would not reload when its ConfigMaps/Secrets change
     Explain(Box<ExplainArgs>),
+    /// Print a shell completion script (e.g. `reloader completion bash > /etc/bash_completion.d/reloader`)
+    Completion {
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+}
+
+/// The file name kubectl looks for on PATH to run `kubectl reloader`.
+const KUBECTL_PLUGIN_FILE: &str = "kubectl-reloader";
+
+/// How the binary was invoked: `reloader`, or `kubectl-reloader` as a kubectl plugin.
+struct Invocation {
+    /// The command people type, shown in help and usage.
+    display_name: &'static str,
+    /// The executable's name, which shell completion scripts hook onto.
+    file_name: &'static str,
+}
+
+impl Invocation {
+    fn detect() -> Self {
+        let argv0 = std::env::args_os().next().unwrap_or_default();
+        let file_name = std::path::Path::new(&argv0).file_stem().unwrap_or_default();
+        if file_name == KUBECTL_PLUGIN_FILE {
+            Invocation { display_name: "kubectl reloader", file_name: KUBECTL_PLUGIN_FILE }
+        } else {
+            Invocation { display_name: "reloader", file_name: "reloader" }
+        }
+    }
+
+    fn command(&self) -> clap::Command {
+        Cli::command().bin_name(self.display_name)
+    }
+
+    fn parse(&self) -> Result<Cli, clap::Error> {
+        let matches = self.command().try_get_matches()?;
+        Cli::from_arg_matches(&matches)
+    }
 }
 
 /// Exit code of a command line that cannot run: clap's code for usage errors.
@@ -43,7 +84,8 @@ const EXIT_USAGE: u8 = 2;
 
 fn main() -> ExitCode {
     reloader_cli::observe::memory::limit_arenas();
-    let cli = match Cli::try_parse() {
+    let invocation = Invocation::detect();
+    let cli = match invocation.parse() {
         Ok(cli) => cli,
         // --help and --version: printed to stdout, exit 0.
         Err(error) if !error.use_stderr() => error.exit(),
@@ -53,6 +95,7 @@ fn main() -> ExitCode {
         Some(Command::Run(args)) => *args,
         Some(Command::Sidecar(args)) => return run_sidecar(*args),
         Some(Command::Explain(args)) => return run_explain(*args),
+        Some(Command::Completion { shell }) => return print_completion(&invocation, shell),
         None => cli.run,
     };
     let options = match args.validate() {
@@ -118,6 +161,12 @@ fn run_explain(args: ExplainArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn print_completion(invocation: &Invocation, shell: Shell) -> ExitCode {
+    let mut command = invocation.command();
+    clap_complete::generate(shell, &mut command, invocation.file_name, &mut std::io::stdout());
+    ExitCode::SUCCESS
 }
 
 fn usage_error(message: &str) -> ExitCode {

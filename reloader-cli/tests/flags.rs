@@ -248,3 +248,69 @@ fn valid_flags_pass_validation() {
         }
     }
 }
+
+#[test]
+fn completion_prints_a_script_for_each_shell() {
+    for shell in ["bash", "zsh", "fish"] {
+        let output = run(&["completion", shell], &[]);
+        assert!(output.status.success(), "{shell}: {output:?}");
+        let script = String::from_utf8(output.stdout).unwrap();
+        for word in ["reloader", "run", "sidecar", "explain", "completion", "reload-strategy"] {
+            assert!(script.contains(word), "the {shell} script does not mention {word}:\n{script}");
+        }
+    }
+}
+
+#[test]
+fn completion_for_an_unknown_shell_exits_2_with_one_line() {
+    let output = run(&["completion", "tcsh"], &[]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("reloader: ") && stderr.contains("tcsh"), "{stderr}");
+    assert!(output.stdout.is_empty(), "{:?}", output.stdout);
+}
+
+#[test]
+fn linked_as_kubectl_reloader_it_is_a_kubectl_plugin() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("kubectl-reloader");
+    std::os::unix::fs::symlink(BINARY, &plugin).unwrap();
+    for args in [&["--help"][..], &["explain", "--help"]] {
+        let output = Command::new(&plugin).args(args).env_clear().output().unwrap();
+        assert!(output.status.success(), "{args:?}: {output:?}");
+        let help = String::from_utf8(output.stdout).unwrap();
+        assert!(help.contains("Usage: kubectl reloader"), "{args:?}:\n{help}");
+    }
+    let explain = Command::new(&plugin).args(["explain", "--help"]).env_clear().output().unwrap();
+    let help = String::from_utf8(explain.stdout).unwrap();
+    assert!(help.contains("--context") && help.contains("--kubeconfig"), "{help}");
+    // The plain name keeps its own usage line.
+    let help = String::from_utf8(run(&["--help"], &[]).stdout).unwrap();
+    assert!(help.contains("Usage: reloader") && !help.contains("kubectl"), "{help}");
+}
+
+#[test]
+fn explain_with_a_context_missing_from_the_kubeconfig_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:1'}\n\
+         users:\n- name: u\n  user: {}\ncontexts:\n- name: known\n  context: {cluster: c, user: u}\n\
+         current-context: known\n",
+    )
+    .unwrap();
+    let path = kubeconfig.to_str().unwrap();
+    let by_flag = run(
+        &["explain", "deployment/web", "-n", "shop", "--kubeconfig", path, "--context", "elsewhere"],
+        &[],
+    );
+    let by_env = run(&["explain", "deployment/web", "--context", "elsewhere"], &[("KUBECONFIG", path)]);
+    for output in [by_flag, by_env] {
+        assert_eq!(output.status.code(), Some(2), "{output:?}");
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("context \"elsewhere\" does not exist"), "{stderr}");
+    }
+}

@@ -44,6 +44,10 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
 
+    /// Kubeconfig context to use, as kubectl's --context [default: the current context]
+    #[arg(long, value_name = "CONTEXT")]
+    pub context: Option<String>,
+
     /// The flags of the controller whose decisions to explain (the same as `reloader run`'s)
     #[command(
         flatten,
@@ -100,7 +104,7 @@ fn describe_kube_error(error: &kube::Error) -> String {
 pub async fn run(args: ExplainArgs) -> Result<String, ExplainError> {
     let (kind, name) = parse_target(&args.target)?;
     let options = args.controller.validate().map_err(|e| ExplainError::Usage(e.to_string()))?;
-    let (client, default_namespace) = connect(args.kubeconfig.as_deref()).await?;
+    let (client, default_namespace) = connect(args.kubeconfig.as_deref(), args.context).await?;
     let namespace = args.namespace.unwrap_or(default_namespace);
     let explanation = explain_workload(&client, &options, WorkloadKey::new(kind, &namespace, &name)).await?;
     render(&explanation, args.output)
@@ -124,12 +128,33 @@ pub fn parse_target(target: &str) -> Result<(WorkloadKind, String), ExplainError
     Ok((kind, name.to_owned()))
 }
 
-async fn connect(kubeconfig: Option<&Path>) -> Result<(Client, String), ExplainError> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let file = Kubeconfig::read_from(path)
-                .map_err(|e| ExplainError::Connect(format!("cannot read {}: {e}", path.display())))?;
-            Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+/// Like kubectl: `--kubeconfig` or else `$KUBECONFIG`/`~/.kube/config` (or in-cluster when neither
+/// is there and no context is asked for), and `--context` picks one of its contexts.
+async fn connect(
+    kubeconfig: Option<&Path>,
+    context: Option<String>,
+) -> Result<(Client, String), ExplainError> {
+    let file = match kubeconfig {
+        Some(path) => Some(
+            Kubeconfig::read_from(path)
+                .map_err(|e| ExplainError::Connect(format!("cannot read {}: {e}", path.display())))?,
+        ),
+        None if context.is_some() => Some(Kubeconfig::read().map_err(|e| {
+            ExplainError::Connect(format!("cannot read the kubeconfig ($KUBECONFIG or ~/.kube/config): {e}"))
+        })?),
+        None => None,
+    };
+    let config = match file {
+        Some(file) => {
+            if let Some(name) = &context
+                && !file.contexts.iter().any(|known| &known.name == name)
+            {
+                let source =
+                    kubeconfig.map_or_else(|| "the kubeconfig".to_owned(), |p| p.display().to_string());
+                return Err(ExplainError::Usage(format!("context {name:?} does not exist in {source}")));
+            }
+            let options = KubeConfigOptions { context, ..KubeConfigOptions::default() };
+            Config::from_custom_kubeconfig(file, &options)
                 .await
                 .map_err(|e| ExplainError::Connect(e.to_string()))?
         }
