@@ -38,6 +38,8 @@ pub struct KindInfo {
     pub group: &'static str,
     pub version: &'static str,
     pub plural: &'static str,
+    /// Where an object of the kind keeps its pod template, as a JSON pointer (admission patches).
+    pub template_pointer: &'static str,
     pub availability: Availability,
     /// The RBAC verbs the controller uses on this kind (watch, read fresh, write).
     pub verbs: &'static [&'static str],
@@ -53,6 +55,7 @@ const KINDS: [KindInfo; 7] = [
         group: "apps",
         version: "v1",
         plural: "deployments",
+        template_pointer: "/spec/template",
         availability: Availability::BuiltIn,
         verbs: &READ_PATCH,
     },
@@ -61,6 +64,7 @@ const KINDS: [KindInfo; 7] = [
         group: "apps",
         version: "v1",
         plural: "daemonsets",
+        template_pointer: "/spec/template",
         availability: Availability::BuiltIn,
         verbs: &READ_PATCH,
     },
@@ -69,6 +73,7 @@ const KINDS: [KindInfo; 7] = [
         group: "apps",
         version: "v1",
         plural: "statefulsets",
+        template_pointer: "/spec/template",
         availability: Availability::BuiltIn,
         verbs: &READ_PATCH,
     },
@@ -78,6 +83,7 @@ const KINDS: [KindInfo; 7] = [
         group: "batch",
         version: "v1",
         plural: "cronjobs",
+        template_pointer: "/spec/jobTemplate/spec/template",
         availability: Availability::BuiltIn,
         verbs: &READ,
     },
@@ -87,6 +93,7 @@ const KINDS: [KindInfo; 7] = [
         group: "batch",
         version: "v1",
         plural: "jobs",
+        template_pointer: "/spec/template",
         availability: Availability::BuiltIn,
         verbs: &["get", "list", "watch", "create", "delete"],
     },
@@ -95,6 +102,7 @@ const KINDS: [KindInfo; 7] = [
         group: "argoproj.io",
         version: "v1alpha1",
         plural: "rollouts",
+        template_pointer: "/spec/template",
         availability: Availability::Flag("--is-Argo-Rollouts=true"),
         verbs: &READ_PATCH,
     },
@@ -103,6 +111,7 @@ const KINDS: [KindInfo; 7] = [
         group: "apps.openshift.io",
         version: "v1",
         plural: "deploymentconfigs",
+        template_pointer: "/spec/template",
         availability: Availability::FlagOrDetected("--is-openshift=true"),
         verbs: &READ_PATCH,
     },
@@ -340,6 +349,29 @@ mod tests {
                 "{kind:?}"
             );
             assert_eq!(registered.plural, backend.plural, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn the_template_pointer_is_where_the_backend_reads_the_pod_template() {
+        for info in all() {
+            // An object with a pod template only at the registered pointer.
+            let mut object = serde_json::json!({"metadata": {"name": "probe", "namespace": "ns"}});
+            let mut at = &mut object;
+            for token in info.template_pointer.trim_start_matches('/').split('/') {
+                at = &mut at[token];
+            }
+            *at = serde_json::json!({"spec": {"containers": [{"name": "probe-container"}]}});
+            if info.kind == WorkloadKind::CronJob {
+                object["spec"]["schedule"] = "* * * * *".into();
+            }
+            let loaded = Loaded::from_json(info.kind, &object).expect("the backend type reads it");
+            let containers: Vec<String> = loaded.with(|w| {
+                w.pod_template()
+                    .and_then(|t| t.spec.as_ref())
+                    .map_or_else(Vec::new, |spec| spec.containers.iter().map(|c| c.name.clone()).collect())
+            });
+            assert_eq!(containers, ["probe-container"], "{:?} at {}", info.kind, info.template_pointer);
         }
     }
 

@@ -34,37 +34,30 @@ use crate::views::{ResourceView, WorkloadView};
 pub(crate) const OPT_OUT_LABEL: &str = "reloader.stakater.com/webhook";
 pub(crate) const OPT_OUT_VALUE: &str = "skip";
 
-/// Where the pod template sits in an object of `kind`, as a JSON pointer.
-pub(crate) fn template_pointer(kind: WorkloadKind) -> &'static str {
-    match kind {
-        WorkloadKind::CronJob => "/spec/jobTemplate/spec/template",
-        WorkloadKind::Deployment
-        | WorkloadKind::DaemonSet
-        | WorkloadKind::StatefulSet
-        | WorkloadKind::Job
-        | WorkloadKind::Rollout
-        | WorkloadKind::DeploymentConfig => "/spec/template",
-    }
-}
-
 /// Whether the object opted out with `reloader.stakater.com/webhook: skip`.
 pub fn opted_out(object: &Value) -> bool {
     object.pointer("/metadata/labels").and_then(|labels| labels.get(OPT_OUT_LABEL)).and_then(Value::as_str)
         == Some(OPT_OUT_VALUE)
 }
 
-/// UPDATE: the operations that copy every marker `old` carries and `new` lacks into `new`.
+/// UPDATE: the operations that copy every marker `old` carries and `new` lacks into `new`;
+/// `pointer` is where the kind keeps its pod template (the controller's kind registry says).
 ///
 /// Env-var markers follow their container by name (a container that is gone takes its marker
 /// with it); the `last-reloaded-from` template annotation is copied when the new template has
 /// none; a `restart` Rollout also keeps the marker on its own metadata. A Job's template is
 /// immutable after creation, so nothing is copied into one.
-pub fn preserve_markers(kind: WorkloadKind, old: &Value, new: &Value, keys: &AnnotationKeys) -> Vec<Value> {
+pub fn preserve_markers(
+    kind: WorkloadKind,
+    pointer: &str,
+    old: &Value,
+    new: &Value,
+    keys: &AnnotationKeys,
+) -> Vec<Value> {
     let mut ops = Vec::new();
     if kind == WorkloadKind::Job {
         return ops;
     }
-    let pointer = template_pointer(kind);
     if let (Some(old_template), Some(new_template)) = (pod_template(old, pointer), pod_template(new, pointer))
     {
         copy_env_markers(&old_template, &new_template, pointer, keys, &mut ops);
@@ -90,7 +83,8 @@ pub fn preserve_markers(kind: WorkloadKind, old: &Value, new: &Value, keys: &Ann
     ops
 }
 
-/// CREATE: the operations that record, for every resource `view` reloads for, the hash the
+/// CREATE (`pointer` as for [`preserve_markers`]): the operations that record, for every
+/// resource `view` reloads for, the hash the
 /// index holds now, as the configured strategy records it. Resources the new object already
 /// has a marker for are left alone, and so is an object that carries the annotation marker
 /// under the annotations strategy (it records one resource, and it is the author's).
@@ -102,6 +96,7 @@ pub fn preserve_markers(kind: WorkloadKind, old: &Value, new: &Value, keys: &Ann
 /// request); `now_unix` goes into the annotation marker's `observedAt`.
 pub fn stamp_markers(
     new: &Value,
+    pointer: &str,
     view: &WorkloadView,
     index: &Index,
     opts: &DecideOptions,
@@ -127,7 +122,6 @@ pub fn stamp_markers(
         return vec![object_annotations(new).add(&keys.last_reloaded_from, &value)];
     }
 
-    let pointer = template_pointer(view.key.kind);
     let Some(template) = pod_template(new, pointer) else { return Vec::new() };
     let mut ops = Vec::new();
     match opts.strategy {

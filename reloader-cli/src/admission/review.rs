@@ -79,7 +79,8 @@ fn operations(
                 return Ok(None);
             }
             let Some(old) = &request.old_object else { return Ok(None) };
-            Ok(Some(preserve_markers(kind, &serde_json::to_value(old)?, &new, keys)))
+            let pointer = crate::kinds::info(kind).template_pointer;
+            Ok(Some(preserve_markers(kind, pointer, &serde_json::to_value(old)?, &new, keys)))
         }
         Operation::Create => {
             // A CREATE may leave the namespace to the request's URL.
@@ -93,7 +94,8 @@ fn operations(
             let view = view_of(kind, &new, keys)?;
             let now = chrono::Utc::now().timestamp();
             let index = ctx.index.read().expect("index lock");
-            Ok(Some(stamp_markers(&new, &view, &index, &ctx.decide, keys, now)))
+            let pointer = crate::kinds::info(kind).template_pointer;
+            Ok(Some(stamp_markers(&new, pointer, &view, &index, &ctx.decide, keys, now)))
         }
         Operation::Delete | Operation::Connect => Ok(None),
     }

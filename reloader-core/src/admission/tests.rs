@@ -163,7 +163,7 @@ fn a_reapply_without_markers_gets_the_old_markers_back() {
     for (name, kind, old_template, new_template) in cases {
         let old = object(kind, json!({}), old_template.clone());
         let new = object(kind, json!({}), new_template);
-        let ops = preserve_markers(kind, &old, &new, &keys());
+        let ops = preserve_markers(kind, template_pointer(kind), &old, &new, &keys());
         assert!(!ops.is_empty(), "{name}: something to copy");
         let patched = apply(&new, &ops);
         assert_eq!(
@@ -255,7 +255,7 @@ fn exact_operations() {
     for (name, new_template, expected) in cases {
         let old = object(WorkloadKind::Deployment, json!({}), with_marker.clone());
         let new = object(WorkloadKind::Deployment, json!({}), new_template);
-        let ops = preserve_markers(WorkloadKind::Deployment, &old, &new, &keys());
+        let ops = preserve_markers(WorkloadKind::Deployment, "/spec/template", &old, &new, &keys());
         assert_eq!(ops, expected, "{name}");
         apply(&new, &ops);
     }
@@ -307,7 +307,11 @@ fn nothing_to_copy() {
         ),
     ];
     for (name, kind, old, new) in cases {
-        assert_eq!(preserve_markers(kind, &old, &new, &keys()), Vec::<Value>::new(), "{name}");
+        assert_eq!(
+            preserve_markers(kind, template_pointer(kind), &old, &new, &keys()),
+            Vec::<Value>::new(),
+            "{name}"
+        );
     }
 }
 
@@ -330,7 +334,7 @@ fn a_restart_rollout_keeps_its_metadata_marker() {
     ];
     for (name, annotations, expected) in cases {
         let new = object(WorkloadKind::Rollout, annotations, plain.clone());
-        let ops = preserve_markers(WorkloadKind::Rollout, &old, &new, &keys());
+        let ops = preserve_markers(WorkloadKind::Rollout, "/spec/template", &old, &new, &keys());
         assert_eq!(ops, expected, "{name}");
         let patched = apply(&new, &ops);
         if !expected.is_empty() {
@@ -376,7 +380,7 @@ fn index(resources: &[(ResourceKey, ContentHash)]) -> Index {
 
 fn stamp(kind: WorkloadKind, new: &Value, index: &Index, strategy: ReloadStrategy) -> Vec<Value> {
     let opts = DecideOptions { auto_reload_all: false, strategy };
-    stamp_markers(new, &view_of(kind, new), index, &opts, &keys(), NOW)
+    stamp_markers(new, template_pointer(kind), &view_of(kind, new), index, &opts, &keys(), NOW)
 }
 
 #[test]
@@ -540,7 +544,17 @@ fn a_stamped_marker_survives_a_reapply() {
         &stamp(WorkloadKind::Deployment, &manifest, &index(&[(cm(), H1)]), ReloadStrategy::EnvVars),
     );
     assert_eq!(created.pointer("/spec/template/spec/containers/0/env/0"), Some(&env(ENV_CM, &H1.to_hex())));
-    let reapplied =
-        apply(&manifest, &preserve_markers(WorkloadKind::Deployment, &created, &manifest, &keys()));
+    let reapplied = apply(
+        &manifest,
+        &preserve_markers(WorkloadKind::Deployment, "/spec/template", &created, &manifest, &keys()),
+    );
     assert_eq!(reapplied, created);
+}
+
+/// Where the test objects keep their pod template (the controller reads it from its registry).
+fn template_pointer(kind: WorkloadKind) -> &'static str {
+    match kind {
+        WorkloadKind::CronJob => "/spec/jobTemplate/spec/template",
+        _ => "/spec/template",
+    }
 }
