@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 fn under_ci() -> bool {

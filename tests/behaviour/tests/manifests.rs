@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 const NAMESPACE: &str = "reloader";
 
 fn manifests_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deployments/kubernetes")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deployments/kubernetes")
 }
 
 fn kubectl(plane: &ControlPlane, args: &[&str]) -> String {
