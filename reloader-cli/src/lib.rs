@@ -12,6 +12,7 @@ pub(crate) mod executor;
 pub mod explain;
 pub mod kinds;
 pub mod leader;
+mod listen;
 pub mod meta_info;
 pub(crate) mod notify;
 pub mod observe;

@@ -17,12 +17,12 @@ mod validate;
 mod values;
 
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
 pub use raw::RawOptions;
-pub use values::{AlertSink, LogFormat, LogLevel, SensitiveString};
+pub use values::{AlertSink, ListenAddr, LogFormat, LogLevel, SensitiveString};
 pub(crate) use values::{parse_listen_addr, split_flag_list};
 
 use crate::annotations::AnnotationKeys;
@@ -66,9 +66,9 @@ pub struct Options {
     pub webhook_url: Option<SensitiveString>,
     pub log_format: LogFormat,
     pub log_level: LogLevel,
-    pub metrics_addr: SocketAddr,
+    pub metrics_addr: ListenAddr,
     /// `Some` when `--enable-pprof` is set; never the metrics port.
-    pub(crate) pprof_addr: Option<SocketAddr>,
+    pub(crate) pprof_addr: Option<ListenAddr>,
     /// Zero: every change is written at once.
     pub coalesce_period: Duration,
     /// Finite and positive, or 0 for no limit.
@@ -130,7 +130,7 @@ pub struct LeaderElection {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdmissionWebhook {
-    pub addr: SocketAddr,
+    pub addr: ListenAddr,
     pub tls_cert: PathBuf,
     pub tls_key: PathBuf,
 }

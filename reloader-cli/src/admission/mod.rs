@@ -29,7 +29,6 @@ use reloader_core::annotations::AnnotationKeys;
 use reloader_core::decide::DecideOptions;
 use reloader_core::index::Index;
 use reloader_core::options::AdmissionWebhook;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
@@ -85,8 +84,7 @@ async fn run(
             .context("loading the webhook certificate")?,
     );
     let acceptor = server::acceptor(certificate.server_config()?);
-    let listener = TcpListener::bind(config.addr)
-        .await
+    let listener = crate::listen::bind(config.addr)
         .with_context(|| format!("listening on {} (--webhook-addr)", config.addr))?;
     info!(addr = %config.addr, cert = %config.tls_cert.display(), "admission webhook serving");
     // Both end on `shutdown`; the certificate poller is owned here, not left running detached.

@@ -3,7 +3,6 @@
 //! Profiling is deliberately not served here (docs/compatibility.md §1): the metrics port is usually reachable
 //! by every scraper in the cluster.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -13,6 +12,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use reloader_core::options::ListenAddr;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -63,15 +63,14 @@ struct AppState {
     health: Health,
 }
 
-/// Binds `addr` and serves until `shutdown` is cancelled.
+/// Binds `addr` (crate::listen: `:port` is dual-stack) and serves until `shutdown` is cancelled.
 pub(crate) async fn serve(
-    addr: SocketAddr,
+    addr: ListenAddr,
     metrics: Arc<Metrics>,
     health: Health,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let listener = TcpListener::bind(addr)
-        .await
+    let listener = crate::listen::bind(addr)
         .with_context(|| format!("binding the metrics and health server to {addr}"))?;
     serve_listener(listener, metrics, health, shutdown).await
 }
@@ -185,7 +184,7 @@ mod tests {
     #[tokio::test]
     async fn bind_error_names_the_address() {
         let taken = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = taken.local_addr().unwrap();
+        let addr: ListenAddr = taken.local_addr().unwrap().to_string().parse().unwrap();
         let error =
             serve(addr, Metrics::new(false), Health::new(), CancellationToken::new()).await.unwrap_err();
         assert!(format!("{error:#}").contains(&addr.to_string()), "{error:#}");

@@ -1,11 +1,13 @@
 //! Parsers for single flags, each returning the typed value or a [`ConfigError`] naming the flag.
 
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
+
 use std::time::Duration;
 
 use super::values::{is_http_url, redact_url};
-use super::{ConfigError, IgnoredResources, LogFormat, SensitiveString, parse_listen_addr, split_flag_list};
+use super::{
+    ConfigError, IgnoredResources, ListenAddr, LogFormat, SensitiveString, parse_listen_addr, split_flag_list,
+};
 use crate::annotations::parse_go_bool;
 use crate::duration;
 use crate::model::WorkloadKind;
@@ -121,7 +123,7 @@ pub(super) fn selector(flag: &'static str, values: &[String]) -> Result<Option<L
     Ok((!selector.is_empty()).then_some(selector))
 }
 
-pub(super) fn listen_addr(flag: &'static str, value: &str) -> Result<SocketAddr, ConfigError> {
+pub(super) fn listen_addr(flag: &'static str, value: &str) -> Result<ListenAddr, ConfigError> {
     parse_listen_addr(value).map_err(|why| invalid(flag, value, why))
 }
 

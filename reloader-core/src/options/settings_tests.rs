@@ -133,11 +133,11 @@ fn extension_settings() {
     assert_eq!(o.max_writes_per_second, 0.0);
     assert!(o.dry_run && o.allow_suspended_cronjobs && o.enable_csi_integration);
     let webhook = o.admission_webhook.as_ref().unwrap();
-    assert_eq!(webhook.addr, "0.0.0.0:9443".parse().unwrap());
+    assert_eq!(webhook.addr, ListenAddr { host: None, port: 9443 });
     assert_eq!(webhook.tls_cert, std::path::Path::new("/tls/tls.crt"));
     assert_eq!(o.otlp_endpoint.as_deref(), Some("http://collector:4318"));
-    assert_eq!(o.metrics_addr, "127.0.0.1:19090".parse().unwrap());
-    assert_eq!(o.pprof_addr, Some("0.0.0.0:6060".parse().unwrap()));
+    assert_eq!(o.metrics_addr.to_string(), "127.0.0.1:19090");
+    assert_eq!(o.pprof_addr, Some(ListenAddr { host: None, port: 6060 }));
     assert_eq!(o.openshift, Some(false));
     assert_eq!(options(|r| r.is_openshift = "true".into()).openshift, Some(true));
     assert_eq!(o.decide_options().strategy, ReloadStrategy::Annotations);

@@ -105,7 +105,7 @@ fn default_options() {
     assert_eq!(o.pod_name, None);
     assert_eq!(o.webhook_url, None);
     assert_eq!((o.log_format, o.log_level), (LogFormat::Text, LogLevel::Info));
-    assert_eq!(o.metrics_addr, "0.0.0.0:9090".parse().unwrap());
+    assert_eq!(o.metrics_addr, ListenAddr { host: None, port: 9090 });
     assert_eq!(o.pprof_addr, None);
     assert_eq!(o.coalesce_period, Duration::ZERO);
     assert_eq!(o.max_writes_per_second, 200.0);

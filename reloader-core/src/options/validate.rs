@@ -1,16 +1,15 @@
 //! [`RawOptions::validate`]: from flag text to [`Options`], one check per flag.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use super::fields::{
     ignored_resources, ignored_workloads, invalid, list, listen_addr, log_format, namespace_names, non_blank,
     openshift, parse_duration, positive_duration, selector, stakater_true, webhook_url,
 };
-use super::values::{addrs_overlap, is_http_url};
+use super::values::is_http_url;
 use super::{
-    AdmissionWebhook, AlertConfig, AlertSink, ConfigError, LeaderElection, LogLevel, MetaInfoTarget,
-    NamespaceScope, Options, RawOptions, SensitiveString,
+    AdmissionWebhook, AlertConfig, AlertSink, ConfigError, LeaderElection, ListenAddr, LogLevel,
+    MetaInfoTarget, NamespaceScope, Options, RawOptions, SensitiveString,
 };
 use crate::annotations::{AnnotationKeys, parse_go_bool};
 use crate::model::ReloadStrategy;
@@ -52,7 +51,7 @@ impl RawOptions {
 
         let metrics_addr = listen_addr("--metrics-addr", &self.metrics_addr)?;
         let pprof_addr = listen_addr("--pprof-addr", &self.pprof_addr)?;
-        if self.enable_pprof && addrs_overlap(pprof_addr, metrics_addr) {
+        if self.enable_pprof && pprof_addr.overlaps(metrics_addr) {
             return Err(invalid(
                 "--pprof-addr",
                 &self.pprof_addr,
@@ -227,7 +226,7 @@ impl RawOptions {
 
     fn admission_webhook(
         &self,
-        metrics_addr: SocketAddr,
+        metrics_addr: ListenAddr,
         warnings: &mut Vec<String>,
     ) -> Result<Option<AdmissionWebhook>, ConfigError> {
         let addr = listen_addr("--webhook-addr", &self.webhook_addr)?;
@@ -247,7 +246,7 @@ impl RawOptions {
                 requirement: "--webhook-tls-cert and --webhook-tls-key",
             });
         };
-        if addrs_overlap(addr, metrics_addr) {
+        if addr.overlaps(metrics_addr) {
             return Err(invalid("--webhook-addr", &self.webhook_addr, "must differ from --metrics-addr"));
         }
         Ok(Some(AdmissionWebhook {

@@ -118,26 +118,56 @@ impl AlertSink {
     }
 }
 
-/// Parses a Go listen address: `:9090` (every IPv4 interface), `127.0.0.1:9090`, `[::1]:9090`,
-/// `localhost:9090`. Host names other than `localhost` would need DNS, so they are refused.
-pub(crate) fn parse_listen_addr(text: &str) -> Result<SocketAddr, String> {
+/// A listen address as Go's `net.Listen("tcp", ...)` reads it. Without a host (`:9090`) it means
+/// every interface, IPv4 and IPv6 (a dual-stack socket); with one it is bound as given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ListenAddr {
+    /// `None`: no host was given.
+    pub host: Option<IpAddr>,
+    pub port: u16,
+}
+
+impl ListenAddr {
+    /// Whether both addresses would claim the same port on some interface.
+    pub(crate) fn overlaps(self, other: ListenAddr) -> bool {
+        let any = |a: ListenAddr| a.host.is_none_or(|ip| ip.is_unspecified());
+        self.port == other.port && (self.host == other.host || any(self) || any(other))
+    }
+}
+
+impl fmt::Display for ListenAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.host {
+            None => write!(f, ":{}", self.port),
+            Some(ip) => write!(f, "{}", SocketAddr::new(ip, self.port)),
+        }
+    }
+}
+
+impl std::str::FromStr for ListenAddr {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        parse_listen_addr(text)
+    }
+}
+
+/// Parses a Go listen address: `:9090` (every interface, IPv4 and IPv6), `0.0.0.0:9090`,
+/// `127.0.0.1:9090`, `[::1]:9090`, `localhost:9090`. Host names other than `localhost` would need
+/// DNS, so they are refused.
+pub(crate) fn parse_listen_addr(text: &str) -> Result<ListenAddr, String> {
     const EXPECTED: &str = "expected [host]:port, with an IP address or localhost as host";
     let (host, port) = text.rsplit_once(':').ok_or(EXPECTED)?;
     let port: u16 = port.parse().map_err(|_| format!("{EXPECTED}; the port must be a number up to 65535"))?;
-    let ip = match host {
-        "" => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-        "localhost" => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        _ => match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+    let host = match host {
+        "" => None,
+        "localhost" => Some(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+        _ => Some(match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
             Some(v6) => v6.parse::<std::net::Ipv6Addr>().map(IpAddr::V6).map_err(|_| EXPECTED)?,
             None => host.parse::<Ipv4Addr>().map(IpAddr::V4).map_err(|_| EXPECTED)?,
-        },
+        }),
     };
-    Ok(SocketAddr::new(ip, port))
-}
-
-/// Whether two listeners would claim the same port on some interface.
-pub(super) fn addrs_overlap(a: SocketAddr, b: SocketAddr) -> bool {
-    a.port() == b.port() && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
+    Ok(ListenAddr { host, port })
 }
 
 /// Splits one list-flag value as Go's flag package does (a CSV record: `,`-separated, fields
@@ -219,15 +249,17 @@ mod tests {
     #[test]
     fn listen_addresses() {
         let ok = [
-            (":9090", "0.0.0.0:9090"),
-            ("0.0.0.0:9443", "0.0.0.0:9443"),
-            ("127.0.0.1:6060", "127.0.0.1:6060"),
-            ("localhost:8080", "127.0.0.1:8080"),
-            ("[::]:9090", "[::]:9090"),
-            ("[::1]:0", "[::1]:0"),
+            (":9090", None, 9090, ":9090"),
+            ("0.0.0.0:9443", Some("0.0.0.0"), 9443, "0.0.0.0:9443"),
+            ("127.0.0.1:6060", Some("127.0.0.1"), 6060, "127.0.0.1:6060"),
+            ("localhost:8080", Some("127.0.0.1"), 8080, "127.0.0.1:8080"),
+            ("[::]:9090", Some("::"), 9090, "[::]:9090"),
+            ("[::1]:0", Some("::1"), 0, "[::1]:0"),
         ];
-        for (text, expected) in ok {
-            assert_eq!(parse_listen_addr(text), Ok(expected.parse().unwrap()), "{text}");
+        for (text, host, port, shown) in ok {
+            let expected = ListenAddr { host: host.map(|h| h.parse().unwrap()), port };
+            assert_eq!(parse_listen_addr(text), Ok(expected), "{text}");
+            assert_eq!(expected.to_string(), shown, "{text}");
         }
         for text in ["9090", ":", ":http", ":70000", "example.com:80", "::1:80", "[::1:80", "1.2.3:80"] {
             assert!(parse_listen_addr(text).is_err(), "{text}");
@@ -236,11 +268,20 @@ mod tests {
 
     #[test]
     fn overlapping_listeners() {
-        let addr = |s: &str| s.parse::<SocketAddr>().unwrap();
-        assert!(addrs_overlap(addr("0.0.0.0:9090"), addr("127.0.0.1:9090")));
-        assert!(addrs_overlap(addr("127.0.0.1:9090"), addr("127.0.0.1:9090")));
-        assert!(!addrs_overlap(addr("127.0.0.1:9090"), addr("127.0.0.2:9090")));
-        assert!(!addrs_overlap(addr("0.0.0.0:9090"), addr("0.0.0.0:9091")));
+        let addr = |s: &str| parse_listen_addr(s).unwrap();
+        let cases = [
+            (":9090", "127.0.0.1:9090", true),
+            (":9090", "[::1]:9090", true),
+            ("0.0.0.0:9090", "127.0.0.1:9090", true),
+            ("127.0.0.1:9090", "127.0.0.1:9090", true),
+            ("127.0.0.1:9090", "127.0.0.2:9090", false),
+            ("0.0.0.0:9090", "0.0.0.0:9091", false),
+            (":9090", ":9091", false),
+        ];
+        for (a, b, overlap) in cases {
+            assert_eq!(addr(a).overlaps(addr(b)), overlap, "{a} {b}");
+            assert_eq!(addr(b).overlaps(addr(a)), overlap, "{b} {a}");
+        }
     }
 
     #[test]
