@@ -8,6 +8,7 @@
 
 pub(crate) mod admission;
 pub mod args;
+pub(crate) mod client;
 pub(crate) mod executor;
 pub mod explain;
 pub mod kinds;

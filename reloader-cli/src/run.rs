@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::admission::AdmissionState;
+use crate::client::Clients;
 use crate::executor::{Executor, ExecutorConfig, ExecutorIo, KubeWorkloadApi};
 use crate::kinds::EnabledKinds;
 use crate::leader::{ElectionConfig, Leadership};
@@ -35,10 +36,9 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     for warning in &options.warnings {
         warn!("{warning}");
     }
-    let client = kube::Client::try_default()
-        .await
-        .context("building the Kubernetes client (KUBECONFIG or in-cluster)")?;
     let metrics = Metrics::new(options.metrics_count_by_namespace);
+    let clients = Clients::infer(metrics.clone()).await?;
+    let client = clients.client()?;
     let health = Health::new();
     let shutdown = CancellationToken::new();
     let mut supervisor = Supervisor::new(shutdown.clone(), health.clone());
@@ -57,8 +57,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     let leadership = match &options.leader_election {
         Some(le) => {
             // Renewals get their own client (own connection pool) so watches cannot starve them.
-            let election_client =
-                kube::Client::try_default().await.context("building the leader-election client")?;
+            let election_client = clients.client().context("building the leader-election client")?;
             let config = ElectionConfig {
                 lease_name: le.id.clone(),
                 namespace: le.namespace.clone(),
@@ -99,6 +98,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     // Which kinds to watch, and the shared state the stages read.
     let kinds = EnabledKinds::resolve(&client, &options).await.context("discovering workload kinds")?;
     info!(kinds = %kinds, strategy = options.strategy.as_str(), "starting controller");
+    metrics.workload_kinds(kinds.iter());
     let index = Arc::new(RwLock::new(Index::default()));
     let scope = ScopeFilter::new(&options.namespace_scope);
     let events: Arc<dyn EventSink> =

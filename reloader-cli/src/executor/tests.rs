@@ -410,7 +410,7 @@ const WRITE_CASES: &[WriteCase] = &[
         samples: &[
             ("reloader_retries_total", 2.0),
             ("reloader_reload_executed_total{success=\"true\"}", 1.0),
-            ("reloader_errors_total{type=\"conflict\"}", 0.0),
+            ("reloader_error_types_total{type=\"conflict\"}", 0.0),
         ],
     },
     WriteCase {
@@ -423,7 +423,8 @@ const WRITE_CASES: &[WriteCase] = &[
         alerts: 0,
         samples: &[
             ("reloader_retries_total", 20.0),
-            ("reloader_errors_total{type=\"conflict\"}", 1.0),
+            ("reloader_error_types_total{type=\"conflict\"}", 1.0),
+            ("reloader_errors_total{type=\"handler_error\"}", 1.0),
             ("reloader_reload_executed_total{success=\"false\"}", 1.0),
             ("reloader_action_total{workload_kind=\"Deployment\",result=\"error\"}", 1.0),
         ],
@@ -459,7 +460,7 @@ const WRITE_CASES: &[WriteCase] = &[
         patches: 6,
         events: &[EventReason::ReloadFail],
         alerts: 0,
-        samples: &[("reloader_retries_total", 5.0), ("reloader_errors_total{type=\"api\"}", 1.0)],
+        samples: &[("reloader_retries_total", 5.0), ("reloader_error_types_total{type=\"api\"}", 1.0)],
     },
     WriteCase {
         name: "forbidden is not retried",
@@ -469,7 +470,7 @@ const WRITE_CASES: &[WriteCase] = &[
         patches: 1,
         events: &[EventReason::ReloadFail],
         alerts: 0,
-        samples: &[("reloader_retries_total", 0.0), ("reloader_errors_total{type=\"forbidden\"}", 1.0)],
+        samples: &[("reloader_retries_total", 0.0), ("reloader_error_types_total{type=\"forbidden\"}", 1.0)],
     },
     WriteCase {
         name: "an invalid patch (422) is an API error, not retried",
@@ -479,7 +480,7 @@ const WRITE_CASES: &[WriteCase] = &[
         patches: 1,
         events: &[EventReason::ReloadFail],
         alerts: 0,
-        samples: &[("reloader_errors_total{type=\"api\"}", 1.0)],
+        samples: &[("reloader_error_types_total{type=\"api\"}", 1.0)],
     },
     WriteCase {
         name: "a workload deleted before its write is skipped",
@@ -490,7 +491,7 @@ const WRITE_CASES: &[WriteCase] = &[
         events: &[],
         alerts: 0,
         samples: &[
-            ("reloader_skipped_total{reason=\"workload_gone\"}", 1.0),
+            ("reloader_skip_reasons_total{reason=\"workload_gone\"}", 1.0),
             ("reloader_reload_executed_total{success=\"true\"}", 0.0),
             ("reloader_reload_executed_total{success=\"false\"}", 0.0),
         ],
@@ -503,7 +504,10 @@ const WRITE_CASES: &[WriteCase] = &[
         patches: 0,
         events: &[],
         alerts: 0,
-        samples: &[("reloader_skipped_total{reason=\"already_current\"}", 1.0)],
+        samples: &[
+            ("reloader_skip_reasons_total{reason=\"already_current\"}", 1.0),
+            ("reloader_skipped_total{reason=\"strategy_not_updated\"}", 1.0),
+        ],
     },
     WriteCase {
         name: "dry run writes nothing and says so",
@@ -515,7 +519,7 @@ const WRITE_CASES: &[WriteCase] = &[
         alerts: 0,
         samples: &[
             ("reloader_dry_run_writes_total{workload_kind=\"Deployment\"}", 1.0),
-            ("reloader_action_total{workload_kind=\"Deployment\",result=\"dry_run\"}", 1.0),
+            ("reloader_action_total{workload_kind=\"Deployment\",result=\"dry_run\"}", 0.0),
             ("reloader_reload_executed_total{success=\"true\"}", 0.0),
         ],
     },
@@ -528,7 +532,7 @@ const WRITE_CASES: &[WriteCase] = &[
         events: &[],
         alerts: 0,
         samples: &[
-            ("reloader_skipped_total{reason=\"not_leader\"}", 1.0),
+            ("reloader_skip_reasons_total{reason=\"not_leader\"}", 1.0),
             ("reloader_workqueue_adds_total", 0.0),
         ],
     },
@@ -626,7 +630,7 @@ async fn demotion_during_retries_stops_the_write() {
     h.reload(&workload, vec![env_change("cfg", 1)]);
     h.settle(SETTLE).await;
     assert_eq!(h.api.patches().len(), 1, "no retry after losing the lease");
-    assert_eq!(h.sample("reloader_skipped_total{reason=\"not_leader\"}"), 1.0);
+    assert_eq!(h.sample("reloader_skip_reasons_total{reason=\"not_leader\"}"), 1.0);
     assert!(h.events.recorded().is_empty());
     h.stop().await;
 }
@@ -639,7 +643,7 @@ async fn demotion_before_the_window_ends_drops_the_queue() {
     h.leader.send_replace(false);
     h.settle(SETTLE).await;
     assert!(h.api.patches().is_empty());
-    assert_eq!(h.sample("reloader_skipped_total{reason=\"not_leader\"}"), 1.0);
+    assert_eq!(h.sample("reloader_skip_reasons_total{reason=\"not_leader\"}"), 1.0);
     assert_eq!(h.sample("reloader_workqueue_depth"), 0.0);
     h.stop().await;
 }
@@ -911,7 +915,7 @@ const JOB_CASES: &[JobCase] = &[
         delete_status: None,
         recreated: false,
         event: EventReason::ReloadFail,
-        error_sample: Some("reloader_errors_total{type=\"job_recreate\"}"),
+        error_sample: Some("reloader_error_types_total{type=\"job_recreate\"}"),
     },
     JobCase {
         name: "deletion refused: not recreated",
@@ -919,7 +923,7 @@ const JOB_CASES: &[JobCase] = &[
         delete_status: Some(403),
         recreated: false,
         event: EventReason::ReloadFail,
-        error_sample: Some("reloader_errors_total{type=\"forbidden\"}"),
+        error_sample: Some("reloader_error_types_total{type=\"forbidden\"}"),
     },
 ];
 

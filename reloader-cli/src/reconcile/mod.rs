@@ -9,7 +9,7 @@ pub(crate) mod standby;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
@@ -18,6 +18,7 @@ use reloader_core::decide::{
     DecideOptions, ResourceEventKind, SkipReason as DecideSkip, annotation_problems,
 };
 use reloader_core::index::{Index, ResourceChange};
+use reloader_core::markers::MarkerChange;
 use reloader_core::model::{ResourceKey, ResourceKind, WorkloadKey, WorkloadKind};
 use reloader_core::options::Options;
 use reloader_core::views::{ResourceView, WorkloadView};
@@ -107,9 +108,8 @@ impl Reconciler {
             ResourceChange::Created => EventType::Create,
             _ => EventType::Update,
         };
-        if phase == Phase::Live {
-            self.metrics.event_received(event_type, resource_type);
-        }
+        // Every phase: Stakater's informer counts its initial list as `add` events.
+        self.metrics.event_received(event_type, resource_type);
         let event = match (phase, &change) {
             // The initial list is the state of the world; with --sync-after-restart the leader's
             // catch-up sweep treats it as creates once the workloads are listed too.
@@ -121,14 +121,13 @@ impl Reconciler {
             _ => None,
         };
         let Some(event) = event else {
-            if phase == Phase::Live {
-                self.metrics.event_processed(
-                    event_type,
-                    resource_type,
-                    ProcessResult::NoContentChange,
-                    received.elapsed(),
-                );
-            }
+            let result = match (phase, &change) {
+                (Phase::InitialList, _) => ProcessResult::InitialList,
+                (_, ResourceChange::Created) => ProcessResult::ReloadOnCreateDisabled,
+                _ if !self.scope.contains(&view.key.namespace) => ProcessResult::NamespaceOutOfScope,
+                _ => ProcessResult::NoContentChange,
+            };
+            self.metrics.event_processed(event_type, resource_type, result, received.elapsed());
             return;
         };
         self.dispatch(&view, event, received);
@@ -242,6 +241,7 @@ impl Reconciler {
         }
         if view.ignored {
             self.metrics.skipped(SkipReason::Decision(DecideSkip::ResourceIgnored));
+            self.record_scan(&view.key.namespace, &[]);
             self.metrics.event_processed(
                 event_type,
                 resource_type,
@@ -270,13 +270,12 @@ impl Reconciler {
         }
         self.standby.record_unless_leading(&self.leader, view, event);
         let plans = self.index.read().expect("index lock").plan_changes(view, event, &self.config.decide);
+        self.record_scan(&view.key.namespace, &plans);
         let mut matched = 0u64;
         for (workload, plan) in &plans {
-            self.metrics.workloads_scanned(workload.kind, 1);
             match plan {
                 Ok(change) => {
                     matched += 1;
-                    self.metrics.workloads_matched(workload.kind, 1);
                     debug!(%workload, resource = %view.key, "queueing reload");
                     self.queue.enqueue(workload.clone(), Work::Reload(vec![change.clone()]), received);
                 }
@@ -285,5 +284,23 @@ impl Reconciler {
         }
         let result = if matched > 0 { ProcessResult::Queued } else { ProcessResult::NoMatch };
         self.metrics.event_processed(event_type, resource_type, result, received.elapsed());
+    }
+
+    /// `reloader_workloads_{scanned,matched}_total`: Stakater lists every workload of each kind
+    /// in the changed resource's namespace (scanned) and counts those it writes (matched).
+    fn record_scan(&self, namespace: &str, plans: &[(WorkloadKey, Result<MarkerChange, DecideSkip>)]) {
+        let mut counts: BTreeMap<WorkloadKind, (u64, u64)> = BTreeMap::new();
+        let index = self.index.read().expect("index lock");
+        for workload in index.workloads().filter(|w| *w.key.namespace == *namespace) {
+            counts.entry(workload.key.kind).or_default().0 += 1;
+        }
+        drop(index);
+        for (workload, _) in plans.iter().filter(|(_, plan)| plan.is_ok()) {
+            counts.entry(workload.kind).or_default().1 += 1;
+        }
+        for (kind, (scanned, matched)) in counts {
+            self.metrics.workloads_scanned(kind, scanned);
+            self.metrics.workloads_matched(kind, matched);
+        }
     }
 }

@@ -195,7 +195,7 @@ struct Case {
     resources: Vec<ResourceView>,
     event: Event,
     queued: &'static [&'static str],
-    /// A `reloader_events_processed_total` result label that must have been counted.
+    /// A `reloader_resource_events_total` outcome label that must have been counted.
     processed: Option<&'static str>,
 }
 
@@ -245,11 +245,11 @@ fn resource_cases() -> Vec<Case> {
         case("a relist that finds new content reloads", Applied(changed(), Relist), &["api", "web"]),
         case("a relist with the same content: nothing", Applied(same(), Relist), &[]),
         case("another ConfigMap: no match", Applied(configmap("ns", "other", H2), Live), &[])
-            .processed("no_content_change"),
+            .processed("reload_on_create_disabled"),
         case("another namespace: no match", Applied(configmap("other", "cfg", H2), Live), &[]),
         case("create without --reload-on-create: nothing", Applied(new(), Live), &[])
             .index(vec![explicit("ns", "web")], vec![])
-            .processed("no_content_change"),
+            .processed("reload_on_create_disabled"),
         case("create with --reload-on-create reloads", Applied(new(), Live), &["web"])
             .index(vec![explicit("ns", "web")], vec![])
             .with(|s| s.reload_on_create = true)
@@ -311,7 +311,7 @@ fn resource_events_become_the_expected_work() {
         if let Some(result) = case.processed {
             let metrics = stage.metrics.encode();
             let counted = metrics.lines().any(|l| {
-                l.starts_with("reloader_events_processed_total{") && l.contains(&format!("\"{result}\""))
+                l.starts_with("reloader_resource_events_total{") && l.contains(&format!("\"{result}\""))
             });
             assert!(counted, "{}: no {result} in\n{metrics}", case.name);
         }

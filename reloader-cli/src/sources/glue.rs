@@ -173,9 +173,9 @@ mod tests {
         assert_eq!(calls, ["apply a InitialList"]);
         assert!(!synced);
         assert!(
-            metrics
-                .lines()
-                .any(|l| l.starts_with("reloader_errors_total{") && l.contains("watch") && l.ends_with(" 2")),
+            metrics.lines().any(|l| l.starts_with("reloader_error_types_total{")
+                && l.contains("watch")
+                && l.ends_with(" 2")),
             "{metrics}"
         );
     }

@@ -15,7 +15,7 @@ use tracing::info;
 
 use super::Watch;
 use super::glue::{IndexTarget, Phase, index_watch};
-use crate::observe::metrics::Metrics;
+use crate::observe::metrics::{EventType, Metrics, ResourceType};
 use crate::scope::ScopeFilter;
 
 pub(super) fn watch(
@@ -27,7 +27,7 @@ pub(super) fn watch(
     let api: Api<PartialObjectMeta<Namespace>> = Api::all(client.clone());
     let stream = watcher(api, watcher::Config::default()).default_backoff();
     let (tx, synced) = watch::channel(false);
-    let target = NamespaceTarget { selector, scope };
+    let target = NamespaceTarget { selector, scope, metrics: metrics.clone() };
     let task = async move { index_watch("namespace watch", stream, target, tx, &metrics).await }.boxed();
     Watch { name: "namespace watch".into(), task, synced }
 }
@@ -35,6 +35,21 @@ pub(super) fn watch(
 struct NamespaceTarget {
     selector: LabelSelector,
     scope: ScopeFilter,
+    metrics: Arc<Metrics>,
+}
+
+impl NamespaceTarget {
+    /// Stakater's namespace informer selects server-side, so it sees only selected namespaces:
+    /// one entering the selection is an `add`, one leaving it a `delete`.
+    fn record(&self, changed: bool, selected: bool) {
+        let event_type = match (changed, selected) {
+            (true, true) => EventType::Create,
+            (false, true) => EventType::Update,
+            (true, false) => EventType::Delete,
+            (false, false) => return,
+        };
+        self.metrics.event_received(event_type, ResourceType::Namespaces);
+    }
 }
 
 impl IndexTarget<PartialObjectMeta<Namespace>> for NamespaceTarget {
@@ -44,21 +59,25 @@ impl IndexTarget<PartialObjectMeta<Namespace>> for NamespaceTarget {
         let name = ns.metadata.name.unwrap_or_default();
         let labels = ns.metadata.labels.unwrap_or_default();
         let selected = self.selector.matches(&labels);
-        if self.scope.set_selected(&name, selected) {
+        let changed = self.scope.set_selected(&name, selected);
+        if changed {
             info!(namespace = %name, selected, "namespace selection changed");
         }
+        self.record(changed, selected);
         Some(name)
     }
 
     fn delete(&mut self, ns: PartialObjectMeta<Namespace>) {
-        self.scope.set_selected(&ns.metadata.name.unwrap_or_default(), false);
+        let changed = self.scope.set_selected(&ns.metadata.name.unwrap_or_default(), false);
+        self.record(changed, false);
     }
 
     /// A namespace missing from a re-list was deleted while the watch was down.
     fn reset(&mut self, seen: HashSet<String>, _phase: Phase) {
         for name in self.scope.selected_namespaces() {
             if !seen.contains(&name) {
-                self.scope.set_selected(&name, false);
+                let changed = self.scope.set_selected(&name, false);
+                self.record(changed, false);
             }
         }
     }

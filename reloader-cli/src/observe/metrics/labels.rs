@@ -4,6 +4,8 @@ use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::{MetricType, TypedMetric};
 
+use super::values::{HttpVerb, RequestCode};
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct SuccessLabels {
     pub(super) success: &'static str,
@@ -96,4 +98,24 @@ impl EncodeMetric for VerbatimCounter {
     fn metric_type(&self) -> MetricType {
         Self::TYPE
     }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct EventOutcomeLabels {
+    pub(super) event_type: &'static str,
+    pub(super) resource_type: &'static str,
+    pub(super) outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct RestRequestLabels {
+    pub(super) code: RequestCode,
+    pub(super) method: HttpVerb,
+    pub(super) host: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct RestLatencyLabels {
+    pub(super) verb: HttpVerb,
+    pub(super) host: String,
 }

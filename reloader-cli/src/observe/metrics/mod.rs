@@ -1,14 +1,17 @@
 //! Prometheus metrics, exposed on `/metrics`.
 //!
-//! The names and labels of Stakater Reloader's metrics (docs/compatibility.md §11) are kept exactly, so
-//! dashboards and alerts written for it keep working; our own metrics are added beside them.
+//! Every series Stakater Reloader v1.4.21 exports (docs/compatibility.md §11) is here with its
+//! name, type, labels, label values and buckets, counted for the same things, so dashboards and
+//! alerts written for it keep working: its own `reloader_*` series, client-go's
+//! `rest_client_*` (recorded by a layer on every kube client) and the `process_*` series. Our
+//! finer-grained values live in series of our own beside them; [`values`] maps one to the other.
 //! The exposition format is OpenMetrics text: counters are registered without their `_total`
 //! suffix because the encoder appends it to the sample names.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use reloader_core::model::{ResourceKind, WorkloadKind};
+use reloader_core::model::WorkloadKind;
 
 use prometheus_client::encoding::text;
 use prometheus_client::metrics::counter::Counter;
@@ -19,26 +22,51 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
 use self::labels::{
-    ActionLabels, AdmissionLabels, BuildLabels, ChannelLabels, EventLabels, KindLabels, ProcessedEventLabels,
-    ReasonLabels, ResultLabels, SuccessLabels, SuccessNamespaceLabels, TypeLabels, VerbatimCounter,
-    WorkloadKindLabels,
+    ActionLabels, AdmissionLabels, BuildLabels, ChannelLabels, EventLabels, EventOutcomeLabels, KindLabels,
+    ProcessedEventLabels, ReasonLabels, RestLatencyLabels, RestRequestLabels, ResultLabels, SuccessLabels,
+    SuccessNamespaceLabels, TypeLabels, VerbatimCounter, WorkloadKindLabels,
+};
+use self::values::{
+    HttpVerb, ProcessedEventType, ProcessedResult, ReconcileResult, RequestCode, StakaterHandling,
+    StakaterSkip,
 };
 
 mod labels;
+mod process;
+mod rest_client;
 mod values;
 
+pub(crate) use self::rest_client::RestClientMetricsLayer;
 pub(crate) use self::values::{
     ActionResult, AdmissionOperation, AdmissionOutcome, ErrorType, EventType, NotificationChannel,
-    ProcessResult, SkipReason,
+    ProcessResult, ResourceType, SkipReason,
 };
 
-/// Bucket bounds in seconds for every latency histogram: from a millisecond (a cached decision)
-/// to a minute (a write stuck behind API-server throttling or retries).
+/// Bucket bounds in seconds for our own latency histograms: from a millisecond (a cached
+/// decision) to a minute (a write stuck behind API-server throttling or retries).
 const LATENCY_BUCKETS: [f64; 15] =
     [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
 
 fn latency_histogram() -> Histogram {
     Histogram::new(LATENCY_BUCKETS)
+}
+
+/// Stakater's buckets, histogram by histogram.
+fn reconcile_histogram() -> Histogram {
+    Histogram::new([0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
+}
+
+fn action_histogram() -> Histogram {
+    Histogram::new([0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0])
+}
+
+fn workqueue_histogram() -> Histogram {
+    Histogram::new([0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0])
+}
+
+/// client-go's request duration buckets, as Stakater registers them.
+fn rest_client_histogram() -> Histogram {
+    Histogram::new([0.001, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0])
 }
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
@@ -53,13 +81,16 @@ pub(crate) struct Metrics {
     action_total: Family<ActionLabels, Counter>,
     action_latency: HistogramFamily<WorkloadKindLabels>,
     skipped: Family<ReasonLabels, Counter>,
+    skip_reasons: Family<ReasonLabels, Counter>,
     workqueue_depth: Gauge,
     workqueue_adds: Counter,
     workqueue_latency: Histogram,
     errors: Family<TypeLabels, Counter>,
+    error_types: Family<TypeLabels, Counter>,
     retries: Counter,
     events_received: Family<EventLabels, Counter>,
     events_processed: Family<ProcessedEventLabels, Counter>,
+    event_outcomes: Family<EventOutcomeLabels, Counter>,
     workloads_scanned: Family<KindLabels, Counter>,
     workloads_matched: Family<KindLabels, Counter>,
     leader: Gauge,
@@ -72,6 +103,8 @@ pub(crate) struct Metrics {
     dry_run_writes: Family<WorkloadKindLabels, Counter>,
     admission_requests: Family<AdmissionLabels, Counter>,
     admission_duration: Histogram,
+    rest_requests: Family<RestRequestLabels, Counter>,
+    rest_latency: HistogramFamily<RestLatencyLabels>,
 }
 
 impl Metrics {
@@ -105,13 +138,13 @@ impl Metrics {
         let reconcile_total = Family::<ResultLabels, Counter>::default();
         registry.register(
             "reloader_reconcile",
-            "Reconciles of a changed resource, by result",
+            "Handlings of a changed resource, by result (each counted twice, as Stakater does: the handler's result, then the queue's)",
             reconcile_total.clone(),
         );
-        let reconcile_duration = HistogramFamily::<ResultLabels>::new_with_constructor(latency_histogram);
+        let reconcile_duration = HistogramFamily::<ResultLabels>::new_with_constructor(reconcile_histogram);
         registry.register_with_unit(
             "reloader_reconcile_duration",
-            "Time to reconcile a changed resource against its workloads, by result",
+            "Time to handle a changed resource against its workloads, by result",
             Unit::Seconds,
             reconcile_duration.clone(),
         );
@@ -122,7 +155,7 @@ impl Metrics {
             "Workload writes, by workload kind and result",
             action_total.clone(),
         );
-        let action_latency = HistogramFamily::<WorkloadKindLabels>::new_with_constructor(latency_histogram);
+        let action_latency = HistogramFamily::<WorkloadKindLabels>::new_with_constructor(action_histogram);
         registry.register_with_unit(
             "reloader_action_latency",
             "Time taken by one workload write, by workload kind",
@@ -131,7 +164,13 @@ impl Metrics {
         );
 
         let skipped = Family::<ReasonLabels, Counter>::default();
-        registry.register("reloader_skipped", "Reloads not performed, by reason", skipped.clone());
+        registry.register("reloader_skipped", "Skipped operations, by Stakater's reason", skipped.clone());
+        let skip_reasons = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "reloader_skip_reasons",
+            "Reloads not performed, by our detailed reason",
+            skip_reasons.clone(),
+        );
 
         let workqueue_depth = Gauge::default();
         registry.register(
@@ -141,7 +180,7 @@ impl Metrics {
         );
         let workqueue_adds = Counter::default();
         registry.register("reloader_workqueue_adds", "Items added to the work queue", workqueue_adds.clone());
-        let workqueue_latency = latency_histogram();
+        let workqueue_latency = workqueue_histogram();
         registry.register_with_unit(
             "reloader_workqueue_latency",
             "Time an item waits in the work queue before it is processed",
@@ -150,7 +189,9 @@ impl Metrics {
         );
 
         let errors = Family::<TypeLabels, Counter>::default();
-        registry.register("reloader_errors", "Errors, by type", errors.clone());
+        registry.register("reloader_errors", "Errors, by Stakater's type", errors.clone());
+        let error_types = Family::<TypeLabels, Counter>::default();
+        registry.register("reloader_error_types", "Errors, by our detailed type", error_types.clone());
         let retries = Counter::default();
         registry.register("reloader_retries", "Retried workload writes", retries.clone());
 
@@ -163,8 +204,14 @@ impl Metrics {
         let events_processed = Family::<ProcessedEventLabels, Counter>::default();
         registry.register(
             "reloader_events_processed",
-            "Watch events processed, by event type, resource type and result",
+            "Watch events handled, by resource type and result (event_type is always unknown, as in Stakater)",
             events_processed.clone(),
+        );
+        let event_outcomes = Family::<EventOutcomeLabels, Counter>::default();
+        registry.register(
+            "reloader_resource_events",
+            "Watch events of ConfigMaps, Secrets and SecretProviderClassPodStatuses, by event type, resource type and outcome",
+            event_outcomes.clone(),
         );
 
         let workloads_scanned = Family::<KindLabels, Counter>::default();
@@ -238,6 +285,20 @@ impl Metrics {
             Unit::Seconds,
             admission_duration.clone(),
         );
+        let rest_requests = Family::<RestRequestLabels, Counter>::default();
+        registry.register(
+            "rest_client_requests",
+            "Number of HTTP requests, partitioned by status code, method, and host.",
+            rest_requests.clone(),
+        );
+        let rest_latency = HistogramFamily::<RestLatencyLabels>::new_with_constructor(rest_client_histogram);
+        registry.register_with_unit(
+            "rest_client_request_duration",
+            "Request latency in seconds. Broken down by verb and host.",
+            Unit::Seconds,
+            rest_latency.clone(),
+        );
+        registry.register_collector(Box::new(process::ProcessCollector));
         registry.register(
             "reloader_build",
             "Build information",
@@ -253,13 +314,16 @@ impl Metrics {
             action_total,
             action_latency,
             skipped,
+            skip_reasons,
             workqueue_depth,
             workqueue_adds,
             workqueue_latency,
             errors,
+            error_types,
             retries,
             events_received,
             events_processed,
+            event_outcomes,
             workloads_scanned,
             workloads_matched,
             leader,
@@ -272,6 +336,8 @@ impl Metrics {
             dry_run_writes,
             admission_requests,
             admission_duration,
+            rest_requests,
+            rest_latency,
         })
     }
 
@@ -291,15 +357,26 @@ impl Metrics {
         }
     }
 
-    /// One workload write: `reloader_action_total` and `reloader_action_latency_seconds`.
+    /// One workload write: `reloader_action_total` and `reloader_action_latency_seconds`
+    /// (nothing for a dry-run write, which is not sent).
     pub(crate) fn action(&self, workload_kind: WorkloadKind, result: ActionResult, latency: Duration) {
-        let labels = ActionLabels { workload_kind: workload_kind.as_str(), result: result.as_label() };
+        let Some(result) = result.as_label() else { return };
+        let labels = ActionLabels { workload_kind: workload_kind.as_str(), result };
         self.action_total.get_or_create(&labels).inc();
         let kind = WorkloadKindLabels { workload_kind: workload_kind.as_str() };
         self.action_latency.get_or_create(&kind).observe(latency.as_secs_f64());
     }
 
+    /// A workload not reloaded: `reloader_skip_reasons_total{reason}`, and Stakater's
+    /// `reloader_skipped_total` where Stakater counts the same case.
     pub(crate) fn skipped(&self, reason: SkipReason) {
+        self.skip_reasons.get_or_create(&ReasonLabels { reason: reason.as_label() }).inc();
+        if let Some(stakater) = reason.stakater() {
+            self.stakater_skipped(stakater);
+        }
+    }
+
+    fn stakater_skipped(&self, reason: StakaterSkip) {
         self.skipped.get_or_create(&ReasonLabels { reason: reason.as_label() }).inc();
     }
 
@@ -315,39 +392,76 @@ impl Metrics {
         self.workqueue_latency.observe(latency.as_secs_f64());
     }
 
-    /// `reloader_errors_total{type}`.
+    /// `reloader_error_types_total{type}`, and Stakater's `reloader_errors_total` where Stakater
+    /// counts the same failure.
     pub(crate) fn error(&self, error_type: ErrorType) {
-        self.errors.get_or_create(&TypeLabels { r#type: error_type.as_label() }).inc();
+        self.error_types.get_or_create(&TypeLabels { r#type: error_type.as_label() }).inc();
+        if let Some(stakater) = error_type.stakater() {
+            self.errors.get_or_create(&TypeLabels { r#type: stakater.as_label() }).inc();
+        }
     }
 
     pub(crate) fn retry(&self) {
         self.retries.inc();
     }
 
-    pub(crate) fn event_received(&self, event_type: EventType, resource_type: ResourceKind) {
-        let labels = EventLabels { event_type: event_type.as_label(), resource_type: resource_type.plural() };
+    /// A watch event (the initial list included, as `add`), Stakater's
+    /// `reloader_events_received_total`.
+    pub(crate) fn event_received(&self, event_type: EventType, resource_type: impl Into<ResourceType>) {
+        let labels = EventLabels {
+            event_type: event_type.informer().as_label(),
+            resource_type: resource_type.into().as_label(),
+        };
         self.events_received.get_or_create(&labels).inc();
     }
 
-    /// One watch event processed against its workloads: `reloader_events_processed_total`, and
-    /// `reloader_reconcile_total` / `reloader_reconcile_duration_seconds` with the result that
-    /// `result` amounts to. `duration` runs from the event's arrival.
+    /// What became of one ConfigMap/Secret/SecretProviderClassPodStatus event:
+    /// `reloader_resource_events_total{outcome}` (ours), and what Stakater's controller records
+    /// for the same event (see [`StakaterHandling`]). `duration` runs from the event's arrival.
     pub(crate) fn event_processed(
         &self,
         event_type: EventType,
-        resource_type: ResourceKind,
+        resource_type: impl Into<ResourceType>,
         result: ProcessResult,
         duration: Duration,
     ) {
-        let labels = ProcessedEventLabels {
+        let resource_type = resource_type.into().as_label();
+        let labels = EventOutcomeLabels {
             event_type: event_type.as_label(),
-            resource_type: resource_type.plural(),
-            result: result.as_label(),
+            resource_type,
+            outcome: result.as_label(),
         };
-        self.events_processed.get_or_create(&labels).inc();
-        let reconciled = ResultLabels { result: result.reconcile_result().as_label() };
-        self.reconcile_total.get_or_create(&reconciled).inc();
-        self.reconcile_duration.get_or_create(&reconciled).observe(duration.as_secs_f64());
+        self.event_outcomes.get_or_create(&labels).inc();
+        match result.stakater() {
+            StakaterHandling::Handled { result, skip } => {
+                if let Some(reason) = skip {
+                    self.stakater_skipped(reason);
+                }
+                // Stakater's handler records its result, then its queue worker records success.
+                for reconciled in [result, ReconcileResult::Success] {
+                    let labels = ResultLabels { result: reconciled.as_label() };
+                    self.reconcile_total.get_or_create(&labels).inc();
+                    self.reconcile_duration.get_or_create(&labels).observe(duration.as_secs_f64());
+                }
+                let labels = ProcessedEventLabels {
+                    event_type: ProcessedEventType::Unknown.as_label(),
+                    resource_type,
+                    result: ProcessedResult::Success.as_label(),
+                };
+                self.events_processed.get_or_create(&labels).inc();
+            }
+            StakaterHandling::Filtered => self.stakater_skipped(StakaterSkip::IgnoredOrNotSelected),
+            StakaterHandling::NotQueued => {}
+        }
+    }
+
+    /// Creates the scanned/matched series of each enabled kind at zero, as Stakater's first
+    /// handled event does for every kind it lists.
+    pub(crate) fn workload_kinds(&self, kinds: impl IntoIterator<Item = WorkloadKind>) {
+        for kind in kinds {
+            let _ = self.workloads_scanned.get_or_create(&KindLabels { kind: kind.as_str() });
+            let _ = self.workloads_matched.get_or_create(&KindLabels { kind: kind.as_str() });
+        }
     }
 
     pub(crate) fn workloads_scanned(&self, kind: WorkloadKind, n: u64) {
@@ -392,11 +506,29 @@ impl Metrics {
     pub(crate) fn notification(&self, channel: NotificationChannel, success: bool) {
         let labels = ChannelLabels { channel: channel.as_label(), success: bool_label(success) };
         self.notifications.get_or_create(&labels).inc();
+        if channel == NotificationChannel::Webhook && !success {
+            // Stakater's handler fails when its webhook POST fails.
+            self.errors
+                .get_or_create(&TypeLabels { r#type: values::StakaterError::HandlerError.as_label() })
+                .inc();
+        }
     }
 
     pub(crate) fn dry_run_write(&self, workload_kind: WorkloadKind) {
         let labels = WorkloadKindLabels { workload_kind: workload_kind.as_str() };
         self.dry_run_writes.get_or_create(&labels).inc();
+    }
+
+    /// One API request answered (or failed): `rest_client_requests_total`.
+    fn rest_client_request(&self, code: RequestCode, method: HttpVerb, host: &str) {
+        let labels = RestRequestLabels { code, method, host: host.to_owned() };
+        self.rest_requests.get_or_create(&labels).inc();
+    }
+
+    /// One API request's duration, its body read: `rest_client_request_duration_seconds`.
+    fn rest_client_latency(&self, verb: HttpVerb, host: &str, duration: Duration) {
+        let labels = RestLatencyLabels { verb, host: host.to_owned() };
+        self.rest_latency.get_or_create(&labels).observe(duration.as_secs_f64());
     }
 
     /// One admission review answered: `operation` is CREATE/UPDATE/..., `result` what was done.

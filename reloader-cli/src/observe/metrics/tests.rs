@@ -29,6 +29,7 @@ fn touch_every_metric(metrics: &Metrics) {
     metrics.reload_executed(true, "team-a");
     metrics.action(WorkloadKind::Deployment, ActionResult::Success, Duration::from_millis(20));
     metrics.skipped(SkipReason::Decision(DecideSkip::ResourceIgnored));
+    metrics.skipped(SkipReason::Decision(DecideSkip::AlreadyCurrent));
     metrics.workqueue_depth(4);
     metrics.workqueue_add();
     metrics.workqueue_latency(Duration::from_millis(1));
@@ -84,11 +85,9 @@ fn our_own_metrics_are_exported() {
         "reloader_notifications_total{channel=\"alert-slack\",success=\"false\"} 1",
         "reloader_dry_run_writes_total{workload_kind=\"StatefulSet\"} 1",
         "reloader_workloads_scanned_total{kind=\"Deployment\"} 5",
-        "reloader_errors_total{type=\"conflict\"} 1",
-        "reloader_reconcile_total{result=\"success\"} 1",
-        "reloader_reconcile_duration_seconds_count{result=\"success\"} 1",
-        "reloader_events_processed_total{event_type=\"update\",resource_type=\"configmaps\",result=\"queued\"} 1",
-        "reloader_skipped_total{reason=\"resource_ignored\"} 1",
+        "reloader_error_types_total{type=\"conflict\"} 1",
+        "reloader_resource_events_total{event_type=\"update\",resource_type=\"configmaps\",outcome=\"queued\"} 1",
+        "reloader_skip_reasons_total{reason=\"resource_ignored\"} 1",
     ] {
         assert!(sample_lines(&text).contains(&line), "{line:?} missing in:\n{text}");
     }
@@ -149,7 +148,7 @@ fn latency_histograms_put_observations_in_second_buckets() {
     let samples = sample_lines(&text);
     assert!(
         samples
-            .contains(&"reloader_action_latency_seconds_bucket{le=\"0.025\",workload_kind=\"Deployment\"} 0"),
+            .contains(&"reloader_action_latency_seconds_bucket{le=\"0.01\",workload_kind=\"Deployment\"} 0"),
         "{text}"
     );
     assert!(
@@ -159,10 +158,272 @@ fn latency_histograms_put_observations_in_second_buckets() {
     );
 }
 
+/// Stakater's series for each outcome of one resource event, as v1.4.21's controller and
+/// handlers record them (docs/compatibility.md §11).
+#[test]
+fn resource_event_outcomes_count_as_stakater_counts_them() {
+    struct Case {
+        result: ProcessResult,
+        event: EventType,
+        expected: &'static [&'static str],
+    }
+    const HANDLED: &[&str] = &[
+        "reloader_reconcile_total{result=\"success\"} 2",
+        "reloader_reconcile_duration_seconds_count{result=\"success\"} 2",
+        "reloader_events_processed_total{event_type=\"unknown\",resource_type=\"secrets\",result=\"success\"} 1",
+    ];
+    let cases = [
+        Case { result: ProcessResult::Queued, event: EventType::Update, expected: HANDLED },
+        Case { result: ProcessResult::NoMatch, event: EventType::Create, expected: HANDLED },
+        Case { result: ProcessResult::Ignored, event: EventType::Update, expected: HANDLED },
+        Case { result: ProcessResult::Webhook, event: EventType::Delete, expected: HANDLED },
+        Case {
+            result: ProcessResult::NoContentChange,
+            event: EventType::Update,
+            expected: &[
+                "reloader_reconcile_total{result=\"skipped\"} 1",
+                "reloader_reconcile_total{result=\"success\"} 1",
+                "reloader_reconcile_duration_seconds_count{result=\"skipped\"} 1",
+                "reloader_reconcile_duration_seconds_count{result=\"success\"} 1",
+                "reloader_skipped_total{reason=\"no_data_change\"} 1",
+                "reloader_events_processed_total{event_type=\"unknown\",resource_type=\"secrets\",result=\"success\"} 1",
+            ],
+        },
+        Case {
+            result: ProcessResult::NamespaceOutOfScope,
+            event: EventType::Update,
+            expected: &["reloader_skipped_total{reason=\"ignored_or_not_selected\"} 1"],
+        },
+        Case { result: ProcessResult::InitialList, event: EventType::Create, expected: &[] },
+        Case { result: ProcessResult::ReloadOnCreateDisabled, event: EventType::Create, expected: &[] },
+        Case { result: ProcessResult::ReloadOnDeleteDisabled, event: EventType::Delete, expected: &[] },
+    ];
+    for case in cases {
+        let metrics = Metrics::new(false);
+        metrics.event_processed(case.event, ResourceKind::Secret, case.result, Duration::from_millis(2));
+        let text = metrics.encode();
+        let stakater: Vec<&str> = sample_lines(&text)
+            .into_iter()
+            .filter(|line| {
+                ["reloader_reconcile_total", "reloader_skipped_total", "reloader_events_processed_total"]
+                    .iter()
+                    .any(|name| line.starts_with(name))
+                    || line.starts_with("reloader_reconcile_duration_seconds_count")
+            })
+            .collect();
+        let mut expected = case.expected.to_vec();
+        expected.sort_unstable();
+        let mut actual = stakater.clone();
+        actual.sort_unstable();
+        assert_eq!(actual, expected, "{:?}", case.result);
+        let ours = format!(
+            "reloader_resource_events_total{{event_type=\"{}\",resource_type=\"secrets\",outcome=\"{}\"}} 1",
+            case.event.as_label(),
+            case.result.as_label()
+        );
+        assert!(sample_lines(&text).contains(&ours.as_str()), "{ours} missing in:\n{text}");
+    }
+}
+
+#[test]
+fn skips_and_errors_also_count_in_stakater_series_where_stakater_counts_them() {
+    let skips = [
+        (SkipReason::Decision(DecideSkip::AlreadyCurrent), Some("strategy_not_updated")),
+        (SkipReason::Decision(DecideSkip::NoContainers), Some("strategy_not_updated")),
+        (SkipReason::Decision(DecideSkip::NoTemplate), Some("strategy_not_updated")),
+        (SkipReason::Decision(DecideSkip::NotAnnotated), None),
+        (SkipReason::Decision(DecideSkip::ResourceIgnored), None),
+        (SkipReason::Decision(DecideSkip::Suspended), None),
+        (SkipReason::NotLeader, None),
+        (SkipReason::WorkloadGone, None),
+        (SkipReason::NamespaceOutOfScope, None),
+    ];
+    for (reason, stakater) in skips {
+        let metrics = Metrics::new(false);
+        metrics.skipped(reason);
+        let text = metrics.encode();
+        let samples = sample_lines(&text);
+        let ours = format!("reloader_skip_reasons_total{{reason=\"{}\"}} 1", reason.as_label());
+        assert!(samples.contains(&ours.as_str()), "{ours} missing in:\n{text}");
+        let theirs: Vec<&str> =
+            samples.iter().copied().filter(|l| l.starts_with("reloader_skipped_total")).collect();
+        let expected: Vec<String> =
+            stakater.map(|r| format!("reloader_skipped_total{{reason=\"{r}\"}} 1")).into_iter().collect();
+        assert_eq!(theirs, expected, "{reason:?}");
+    }
+
+    let errors = [
+        (ErrorType::Watch, None),
+        (ErrorType::Conflict, Some("handler_error")),
+        (ErrorType::Forbidden, Some("handler_error")),
+        (ErrorType::Transport, Some("handler_error")),
+        (ErrorType::JobRecreate, Some("handler_error")),
+    ];
+    for (error, stakater) in errors {
+        let metrics = Metrics::new(false);
+        metrics.error(error);
+        let text = metrics.encode();
+        let theirs: Vec<&str> =
+            sample_lines(&text).into_iter().filter(|l| l.starts_with("reloader_errors_total")).collect();
+        let expected: Vec<String> =
+            stakater.map(|t| format!("reloader_errors_total{{type=\"{t}\"}} 1")).into_iter().collect();
+        assert_eq!(theirs, expected, "{error:?}");
+    }
+
+    let metrics = Metrics::new(false);
+    metrics.notification(NotificationChannel::Webhook, false);
+    metrics.notification(NotificationChannel::Webhook, true);
+    metrics.notification(NotificationChannel::Alert(AlertSink::Slack), false);
+    assert!(sample_lines(&metrics.encode()).contains(&"reloader_errors_total{type=\"handler_error\"} 1"));
+}
+
+#[test]
+fn events_received_use_the_informer_values() {
+    let metrics = Metrics::new(false);
+    metrics.event_received(EventType::Create, ResourceKind::ConfigMap);
+    metrics.event_received(EventType::Update, ResourceKind::SecretProviderClass);
+    metrics.event_received(EventType::Delete, ResourceType::Namespaces);
+    let text = metrics.encode();
+    for line in [
+        "reloader_events_received_total{event_type=\"add\",resource_type=\"configmaps\"} 1",
+        "reloader_events_received_total{event_type=\"update\",resource_type=\"secretproviderclasspodstatuses\"} 1",
+        "reloader_events_received_total{event_type=\"delete\",resource_type=\"namespaces\"} 1",
+    ] {
+        assert!(sample_lines(&text).contains(&line), "{line} missing in:\n{text}");
+    }
+}
+
+#[test]
+fn dry_run_writes_are_not_actions() {
+    let metrics = Metrics::new(false);
+    metrics.action(WorkloadKind::Deployment, ActionResult::DryRun, Duration::from_millis(1));
+    let text = metrics.encode();
+    assert!(!text.contains("reloader_action_total{"), "{text}");
+    assert!(!text.contains("reloader_action_latency_seconds_count{"), "{text}");
+}
+
+#[test]
+fn enabled_kinds_start_at_zero() {
+    let metrics = Metrics::new(false);
+    metrics.workload_kinds([WorkloadKind::Deployment, WorkloadKind::CronJob]);
+    let text = metrics.encode();
+    for line in [
+        "reloader_workloads_scanned_total{kind=\"Deployment\"} 0",
+        "reloader_workloads_matched_total{kind=\"CronJob\"} 0",
+    ] {
+        assert!(sample_lines(&text).contains(&line), "{line} missing in:\n{text}");
+    }
+}
+
+/// Stakater's buckets, histogram by histogram: a dashboard's `le` filters keep matching.
+#[test]
+fn histograms_have_stakaters_buckets() {
+    let metrics = Metrics::new(false);
+    metrics.action(WorkloadKind::Deployment, ActionResult::Success, Duration::from_millis(30));
+    metrics.event_processed(
+        EventType::Update,
+        ResourceKind::ConfigMap,
+        ProcessResult::Queued,
+        Duration::ZERO,
+    );
+    metrics.workqueue_latency(Duration::ZERO);
+    metrics.rest_client_latency(HttpVerb::Get, "h:1", Duration::ZERO);
+    let text = metrics.encode();
+    let buckets = |prefix: &str| -> Vec<String> {
+        sample_lines(&text)
+            .into_iter()
+            .filter(|l| l.starts_with(prefix))
+            .filter_map(|l| {
+                l.split("le=\"").nth(1).and_then(|rest| rest.split('"').next()).map(str::to_owned)
+            })
+            .collect()
+    };
+    let cases: [(&str, &[&str]); 4] = [
+        (
+            "reloader_action_latency_seconds_bucket",
+            &["0.01", "0.05", "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0", "30.0", "60.0", "+Inf"],
+        ),
+        (
+            "reloader_reconcile_duration_seconds_bucket{",
+            &[
+                "0.001", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0",
+                "+Inf",
+            ],
+        ),
+        (
+            "reloader_workqueue_latency_seconds_bucket",
+            &["0.001", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "+Inf"],
+        ),
+        (
+            "rest_client_request_duration_seconds_bucket",
+            &["0.001", "0.01", "0.05", "0.1", "0.5", "1.0", "5.0", "10.0", "30.0", "+Inf"],
+        ),
+    ];
+    for (prefix, expected) in cases {
+        let mut found = buckets(prefix);
+        found.dedup();
+        assert_eq!(found, *expected, "{prefix}");
+    }
+}
+
+#[test]
+fn rest_client_series_have_client_go_labels() {
+    let metrics = Metrics::new(false);
+    metrics.rest_client_request(RequestCode::Status(200), HttpVerb::Get, "10.96.0.1:443");
+    metrics.rest_client_request(RequestCode::Status(409), HttpVerb::Patch, "10.96.0.1:443");
+    metrics.rest_client_request(RequestCode::Error, HttpVerb::Post, "10.96.0.1:443");
+    metrics.rest_client_latency(HttpVerb::Delete, "10.96.0.1:443", Duration::from_millis(3));
+    let text = metrics.encode();
+    for line in [
+        "rest_client_requests_total{code=\"200\",method=\"GET\",host=\"10.96.0.1:443\"} 1",
+        "rest_client_requests_total{code=\"409\",method=\"PATCH\",host=\"10.96.0.1:443\"} 1",
+        "rest_client_requests_total{code=\"<error>\",method=\"POST\",host=\"10.96.0.1:443\"} 1",
+        "rest_client_request_duration_seconds_count{verb=\"DELETE\",host=\"10.96.0.1:443\"} 1",
+    ] {
+        assert!(sample_lines(&text).contains(&line), "{line} missing in:\n{text}");
+    }
+}
+
+#[test]
+fn process_series_are_exported_with_plausible_values() {
+    let text = Metrics::new(false).encode();
+    let value = |name: &str| -> f64 {
+        let line = sample_lines(&text)
+            .into_iter()
+            .find(|l| l.starts_with(name) && l.as_bytes().get(name.len()) == Some(&b' '))
+            .unwrap_or_else(|| panic!("{name} missing in:\n{text}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert!(value("process_cpu_seconds_total") >= 0.0);
+    assert!(value("process_resident_memory_bytes") > 1024.0 * 1024.0);
+    assert!(value("process_virtual_memory_bytes") >= value("process_resident_memory_bytes"));
+    assert!(value("process_open_fds") >= 3.0);
+    assert!(value("process_max_fds") >= value("process_open_fds"));
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let started = value("process_start_time_seconds");
+    assert!(started > now - 24.0 * 3600.0 && started <= now + 1.0, "{started} vs {now}");
+    assert!(text.contains("# TYPE process_cpu_seconds counter"), "{text}");
+}
+
 /// Dashboards and alerts match these values: they must never change.
 #[test]
 fn label_values_are_the_published_ones() {
     let cases: Vec<(&str, &str)> = vec![
+        (StakaterSkip::IgnoredOrNotSelected.as_label(), "ignored_or_not_selected"),
+        (StakaterSkip::NoDataChange.as_label(), "no_data_change"),
+        (StakaterSkip::StrategyNotUpdated.as_label(), "strategy_not_updated"),
+        (values::StakaterError::HandlerError.as_label(), "handler_error"),
+        (values::InformerEvent::Add.as_label(), "add"),
+        (values::InformerEvent::Update.as_label(), "update"),
+        (values::InformerEvent::Delete.as_label(), "delete"),
+        (ProcessedEventType::Unknown.as_label(), "unknown"),
+        (ProcessedResult::Success.as_label(), "success"),
+        (ResourceType::ConfigMaps.as_label(), "configmaps"),
+        (ResourceType::Secrets.as_label(), "secrets"),
+        (ResourceType::SecretProviderClassPodStatuses.as_label(), "secretproviderclasspodstatuses"),
+        (ResourceType::Namespaces.as_label(), "namespaces"),
+        (HttpVerb::Get.as_label(), "GET"),
+        (HttpVerb::Patch.as_label(), "PATCH"),
         (SkipReason::NotLeader.as_label(), "not_leader"),
         (SkipReason::WorkloadGone.as_label(), "workload_gone"),
         (SkipReason::NamespaceOutOfScope.as_label(), "namespace_out_of_scope"),
@@ -174,6 +435,8 @@ fn label_values_are_the_published_ones() {
         (ProcessResult::Queued.as_label(), "queued"),
         (ProcessResult::NoMatch.as_label(), "no_match"),
         (ProcessResult::NoContentChange.as_label(), "no_content_change"),
+        (ProcessResult::InitialList.as_label(), "initial_list"),
+        (ProcessResult::ReloadOnCreateDisabled.as_label(), "reload_on_create_disabled"),
         (ProcessResult::ReloadOnDeleteDisabled.as_label(), "reload_on_delete_disabled"),
         (ProcessResult::NamespaceOutOfScope.as_label(), "namespace_out_of_scope"),
         (ProcessResult::Ignored.as_label(), "ignored"),
@@ -188,9 +451,6 @@ fn label_values_are_the_published_ones() {
         (ErrorType::Workload.as_label(), "workload"),
         (ErrorType::Patch.as_label(), "patch"),
         (ErrorType::JobRecreate.as_label(), "job_recreate"),
-        (ActionResult::Success.as_label(), "success"),
-        (ActionResult::Error.as_label(), "error"),
-        (ActionResult::DryRun.as_label(), "dry_run"),
         (NotificationChannel::Webhook.as_label(), "webhook"),
         (NotificationChannel::Alert(AlertSink::Slack).as_label(), "alert-slack"),
         (NotificationChannel::Alert(AlertSink::Teams).as_label(), "alert-teams"),
@@ -209,5 +469,13 @@ fn label_values_are_the_published_ones() {
     ];
     for (label, expected) in cases {
         assert_eq!(label, expected);
+    }
+    let actions = [
+        (ActionResult::Success, Some("success")),
+        (ActionResult::Error, Some("error")),
+        (ActionResult::DryRun, None),
+    ];
+    for (result, expected) in actions {
+        assert_eq!(result.as_label(), expected, "{result:?}");
     }
 }

@@ -1,9 +1,16 @@
 //! The values of the metric labels, as enums: a call site names a reason, never spells it.
+//!
+//! Two layers: our own fine-grained values (skip reasons, event outcomes, error types), which
+//! label series of our own, and Stakater's values, which label Stakater's series exactly as
+//! v1.4.21 does. Each of ours says which Stakater value (if any) it also counts as
+//! (docs/compatibility.md §11).
 
+use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
 use reloader_core::decide::{ResourceEventKind, SkipReason as DecideSkip};
+use reloader_core::model::ResourceKind;
 use reloader_core::options::AlertSink;
 
-/// `reloader_skipped_total{reason}`: why a reload was not performed.
+/// `reloader_skip_reasons_total{reason}`: why a reload was not performed (ours).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SkipReason {
     /// The core decided this workload needs nothing for this change.
@@ -27,13 +34,31 @@ impl SkipReason {
     }
 }
 
+impl SkipReason {
+    /// What Stakater counts in `reloader_skipped_total` for the same workload: its reload
+    /// strategy found nothing to change (`strategy_not_updated`: the marker is already there, or
+    /// no container can carry it). Other decisions are not counted by Stakater.
+    pub(crate) fn stakater(self) -> Option<StakaterSkip> {
+        match self {
+            SkipReason::Decision(
+                DecideSkip::AlreadyCurrent | DecideSkip::NoContainers | DecideSkip::NoTemplate,
+            ) => Some(StakaterSkip::StrategyNotUpdated),
+            SkipReason::Decision(_)
+            | SkipReason::NotLeader
+            | SkipReason::WorkloadGone
+            | SkipReason::NamespaceOutOfScope => None,
+        }
+    }
+}
+
 impl From<DecideSkip> for SkipReason {
     fn from(reason: DecideSkip) -> Self {
         SkipReason::Decision(reason)
     }
 }
 
-/// `event_type` of `reloader_events_{received,processed}_total`.
+/// What happened to a resource: `event_type` of `reloader_resource_events_total` (ours) and of
+/// the `--webhook-url` body; Stakater's `event_type` is [`EventType::informer`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum EventType {
     Create,
@@ -49,6 +74,15 @@ impl EventType {
             EventType::Delete => "delete",
         }
     }
+
+    /// Stakater's `reloader_events_received_total{event_type}`: the informer callback.
+    pub(crate) fn informer(self) -> InformerEvent {
+        match self {
+            EventType::Create => InformerEvent::Add,
+            EventType::Update => InformerEvent::Update,
+            EventType::Delete => InformerEvent::Delete,
+        }
+    }
 }
 
 impl From<ResourceEventKind> for EventType {
@@ -61,7 +95,7 @@ impl From<ResourceEventKind> for EventType {
     }
 }
 
-/// `reloader_events_processed_total{result}`: what became of a watch event.
+/// `reloader_resource_events_total{outcome}` (ours): what became of a watch event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ProcessResult {
     /// Reloads were queued for at least one workload.
@@ -70,6 +104,9 @@ pub(crate) enum ProcessResult {
     NoMatch,
     /// An update that left the content (and so the hash) as it was.
     NoContentChange,
+    /// Listed at start-up: the state of the world, not a change.
+    InitialList,
+    ReloadOnCreateDisabled,
     ReloadOnDeleteDisabled,
     NamespaceOutOfScope,
     /// The resource carries the ignore annotation.
@@ -84,6 +121,8 @@ impl ProcessResult {
             ProcessResult::Queued => "queued",
             ProcessResult::NoMatch => "no_match",
             ProcessResult::NoContentChange => "no_content_change",
+            ProcessResult::InitialList => "initial_list",
+            ProcessResult::ReloadOnCreateDisabled => "reload_on_create_disabled",
             ProcessResult::ReloadOnDeleteDisabled => "reload_on_delete_disabled",
             ProcessResult::NamespaceOutOfScope => "namespace_out_of_scope",
             ProcessResult::Ignored => "ignored",
@@ -91,27 +130,48 @@ impl ProcessResult {
         }
     }
 
-    /// What this outcome counts as in `reloader_reconcile_total{result}`.
-    pub(crate) fn reconcile_result(self) -> ReconcileResult {
+    /// What Stakater's controller would have done with the same event: queue it for its handler
+    /// (and with which handler result), drop it at its namespace filter, or not queue it at all.
+    pub(crate) fn stakater(self) -> StakaterHandling {
         match self {
-            ProcessResult::Queued | ProcessResult::Webhook => ReconcileResult::Success,
-            ProcessResult::NoMatch
-            | ProcessResult::NoContentChange
-            | ProcessResult::ReloadOnDeleteDisabled
-            | ProcessResult::NamespaceOutOfScope
-            | ProcessResult::Ignored => ReconcileResult::Skipped,
+            ProcessResult::Queued
+            | ProcessResult::NoMatch
+            | ProcessResult::Ignored
+            | ProcessResult::Webhook => {
+                StakaterHandling::Handled { result: ReconcileResult::Success, skip: None }
+            }
+            ProcessResult::NoContentChange => StakaterHandling::Handled {
+                result: ReconcileResult::Skipped,
+                skip: Some(StakaterSkip::NoDataChange),
+            },
+            ProcessResult::NamespaceOutOfScope => StakaterHandling::Filtered,
+            ProcessResult::InitialList
+            | ProcessResult::ReloadOnCreateDisabled
+            | ProcessResult::ReloadOnDeleteDisabled => StakaterHandling::NotQueued,
         }
     }
 }
 
-/// `reloader_reconcile_total{result}` / `reloader_reconcile_duration_seconds{result}`: one
-/// resource event processed against its workloads. Processing has no failure of its own (write
-/// failures count in `reloader_action_total{result="error"}`), so there is no error value.
+/// How Stakater's controller treats one informer event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StakaterHandling {
+    /// Queued and handled: `reloader_events_processed_total{event_type="unknown",result="success"}`,
+    /// and `reloader_reconcile_total` twice (the handler's `result`, then the queue worker's
+    /// `success`), plus `reloader_skipped_total{reason=skip}` when the handler skipped.
+    Handled { result: ReconcileResult, skip: Option<StakaterSkip> },
+    /// In an ignored or unselected namespace: `reloader_skipped_total{reason="ignored_or_not_selected"}`.
+    Filtered,
+    /// Not queued (a create without `--reload-on-create`, ...): only received.
+    NotQueued,
+}
+
+/// `reloader_reconcile_total{result}` / `reloader_reconcile_duration_seconds{result}`, Stakater's
+/// values. Our handling of an event has no failure of its own (a failed write counts in
+/// `reloader_action_total{result="error"}`), so `error` is never recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ReconcileResult {
-    /// Work was queued (reloads) or announced (`--webhook-url`).
     Success,
-    /// Nothing to do: out of scope, ignored, unchanged, or no workload needs it.
+    /// An update that left the data as it was.
     Skipped,
 }
 
@@ -124,7 +184,109 @@ impl ReconcileResult {
     }
 }
 
-/// `reloader_errors_total{type}`.
+/// `reloader_skipped_total{reason}`, Stakater's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StakaterSkip {
+    /// A change in a namespace that is ignored or not selected.
+    IgnoredOrNotSelected,
+    /// An update whose data hash did not change.
+    NoDataChange,
+    /// A workload that needed no write.
+    StrategyNotUpdated,
+}
+
+impl StakaterSkip {
+    pub(crate) fn as_label(self) -> &'static str {
+        match self {
+            StakaterSkip::IgnoredOrNotSelected => "ignored_or_not_selected",
+            StakaterSkip::NoDataChange => "no_data_change",
+            StakaterSkip::StrategyNotUpdated => "strategy_not_updated",
+        }
+    }
+}
+
+/// `reloader_events_received_total{event_type}`, Stakater's values: the informer callback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InformerEvent {
+    /// Also every object of the initial list.
+    Add,
+    Update,
+    Delete,
+}
+
+impl InformerEvent {
+    pub(crate) fn as_label(self) -> &'static str {
+        match self {
+            InformerEvent::Add => "add",
+            InformerEvent::Update => "update",
+            InformerEvent::Delete => "delete",
+        }
+    }
+}
+
+/// `reloader_events_processed_total{event_type}`: Stakater's queue no longer knows the event's
+/// type when it records the outcome, so the value is always `unknown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ProcessedEventType {
+    Unknown,
+}
+
+impl ProcessedEventType {
+    pub(crate) fn as_label(self) -> &'static str {
+        match self {
+            ProcessedEventType::Unknown => "unknown",
+        }
+    }
+}
+
+/// `reloader_events_processed_total{result}`, Stakater's values. Stakater's `dropped` (a handler
+/// that failed six times) has no counterpart: our writes retry per workload in the executor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ProcessedResult {
+    Success,
+}
+
+impl ProcessedResult {
+    pub(crate) fn as_label(self) -> &'static str {
+        match self {
+            ProcessedResult::Success => "success",
+        }
+    }
+}
+
+/// `resource_type` of the event series: the resource Stakater's informer watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ResourceType {
+    ConfigMaps,
+    Secrets,
+    /// The CSI driver's per-pod status objects, which carry the secret versions.
+    SecretProviderClassPodStatuses,
+    /// The Namespace watch of `--namespace-selector`.
+    Namespaces,
+}
+
+impl ResourceType {
+    pub(crate) fn as_label(self) -> &'static str {
+        match self {
+            ResourceType::ConfigMaps => "configmaps",
+            ResourceType::Secrets => "secrets",
+            ResourceType::SecretProviderClassPodStatuses => "secretproviderclasspodstatuses",
+            ResourceType::Namespaces => "namespaces",
+        }
+    }
+}
+
+impl From<ResourceKind> for ResourceType {
+    fn from(kind: ResourceKind) -> Self {
+        match kind {
+            ResourceKind::ConfigMap => ResourceType::ConfigMaps,
+            ResourceKind::Secret => ResourceType::Secrets,
+            ResourceKind::SecretProviderClass => ResourceType::SecretProviderClassPodStatuses,
+        }
+    }
+}
+
+/// `reloader_error_types_total{type}` (ours).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ErrorType {
     /// A watch stream error (it restarts by itself).
@@ -156,9 +318,41 @@ impl ErrorType {
             ErrorType::JobRecreate => "job_recreate",
         }
     }
+
+    /// What Stakater counts in `reloader_errors_total`: a failed write fails its handler
+    /// (`handler_error`); watch errors are not counted by Stakater.
+    pub(crate) fn stakater(self) -> Option<StakaterError> {
+        match self {
+            ErrorType::Watch => None,
+            ErrorType::Forbidden
+            | ErrorType::Conflict
+            | ErrorType::Api
+            | ErrorType::Transport
+            | ErrorType::Workload
+            | ErrorType::Patch
+            | ErrorType::JobRecreate => Some(StakaterError::HandlerError),
+        }
+    }
 }
 
-/// `reloader_action_total{result}`: what one workload write did.
+/// `reloader_errors_total{type}`, Stakater's values (its other one, `invalid_handler_type`, is a
+/// programming error that has no counterpart here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StakaterError {
+    /// A change could not be applied (a write, or the `--webhook-url` POST, failed).
+    HandlerError,
+}
+
+impl StakaterError {
+    pub(crate) fn as_label(self) -> &'static str {
+        match self {
+            StakaterError::HandlerError => "handler_error",
+        }
+    }
+}
+
+/// `reloader_action_total{result}`: what one workload write did. A dry-run write is not an
+/// action (Stakater has no dry run); it counts in `reloader_dry_run_writes_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ActionResult {
     Success,
@@ -167,11 +361,12 @@ pub(crate) enum ActionResult {
 }
 
 impl ActionResult {
-    pub(crate) fn as_label(self) -> &'static str {
+    /// The label value, `None` for a write that was not sent.
+    pub(crate) fn as_label(self) -> Option<&'static str> {
         match self {
-            ActionResult::Success => "success",
-            ActionResult::Error => "error",
-            ActionResult::DryRun => "dry_run",
+            ActionResult::Success => Some("success"),
+            ActionResult::Error => Some("error"),
+            ActionResult::DryRun => None,
         }
     }
 }
@@ -245,5 +440,67 @@ impl AdmissionOutcome {
             AdmissionOutcome::DryRun => "dry_run",
             AdmissionOutcome::Error => "error",
         }
+    }
+}
+
+/// `rest_client_requests_total{code}`: the HTTP status of one API request, or client-go's
+/// `<error>` when no response came back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum RequestCode {
+    Status(u16),
+    Error,
+}
+
+impl EncodeLabelValue for RequestCode {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        match self {
+            RequestCode::Status(code) => EncodeLabelValue::encode(code, encoder),
+            RequestCode::Error => EncodeLabelValue::encode(&"<error>", encoder),
+        }
+    }
+}
+
+/// `method` of `rest_client_requests_total` and `verb` of `rest_client_request_duration_seconds`:
+/// the HTTP method, upper case, as client-go reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum HttpVerb {
+    Get,
+    Post,
+    Put,
+    Patch,
+    Delete,
+    /// Never sent by reloader; kept apart rather than spelled out.
+    Other,
+}
+
+impl HttpVerb {
+    pub(crate) fn as_label(self) -> &'static str {
+        match self {
+            HttpVerb::Get => "GET",
+            HttpVerb::Post => "POST",
+            HttpVerb::Put => "PUT",
+            HttpVerb::Patch => "PATCH",
+            HttpVerb::Delete => "DELETE",
+            HttpVerb::Other => "OTHER",
+        }
+    }
+}
+
+impl From<&http::Method> for HttpVerb {
+    fn from(method: &http::Method) -> Self {
+        match *method {
+            http::Method::GET => HttpVerb::Get,
+            http::Method::POST => HttpVerb::Post,
+            http::Method::PUT => HttpVerb::Put,
+            http::Method::PATCH => HttpVerb::Patch,
+            http::Method::DELETE => HttpVerb::Delete,
+            _ => HttpVerb::Other,
+        }
+    }
+}
+
+impl EncodeLabelValue for HttpVerb {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&self.as_label(), encoder)
     }
 }

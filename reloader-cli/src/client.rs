@@ -1,0 +1,32 @@
+//! Every kube client `reloader run` uses is built here, so every API request it makes counts in
+//! `rest_client_requests_total` / `rest_client_request_duration_seconds` (observe::metrics).
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use kube::client::ClientBuilder;
+
+use crate::observe::metrics::{Metrics, RestClientMetricsLayer};
+
+/// The configuration found once (KUBECONFIG or in-cluster), and the metrics the clients feed.
+pub(crate) struct Clients {
+    config: kube::Config,
+    layer: RestClientMetricsLayer,
+}
+
+impl Clients {
+    pub(crate) async fn infer(metrics: Arc<Metrics>) -> anyhow::Result<Self> {
+        let config = kube::Config::infer()
+            .await
+            .context("building the Kubernetes client (KUBECONFIG or in-cluster)")?;
+        let layer = RestClientMetricsLayer::new(metrics, &config.cluster_url);
+        Ok(Self { config, layer })
+    }
+
+    /// A new client with its own connection pool.
+    pub(crate) fn client(&self) -> anyhow::Result<kube::Client> {
+        let builder =
+            ClientBuilder::try_from(self.config.clone()).context("building the Kubernetes client")?;
+        Ok(builder.with_layer(&self.layer).build())
+    }
+}
