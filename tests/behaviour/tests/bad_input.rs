@@ -220,7 +220,7 @@ async fn workloads_without_containers_are_skipped_without_a_crash() {
                 .unwrap();
         }
     }
-    let metric = |reason: &'static str| format!("reloader_skipped_total{{reason=\"{reason}\"}}");
+    let metric = |reason: &'static str| format!("reloader_skip_reasons_total{{reason=\"{reason}\"}}");
     let no_template = reloader.metric(&metric("no_template")).await.unwrap();
     assert!(no_template >= Some(2.0), "the workloadRef Rollout was skipped each time: {no_template:?}");
     let no_containers = reloader.metric(&metric("no_containers")).await.unwrap();

@@ -101,7 +101,7 @@ async fn cronjob_case(strategy: Strategy) {
     paused.assert_no_change_for(client, &paused_before, negative_wait(latency)).await;
     let from_suspended = jobs_owned_by(client, ns.name(), &paused_before.uid).await.unwrap();
     assert!(from_suspended.is_empty(), "{strategy}: the suspended CronJob got Jobs: {from_suspended:?}");
-    let skipped = reloader.metric(r#"reloader_skipped_total{reason="suspended"}"#).await.unwrap();
+    let skipped = reloader.metric(r#"reloader_skip_reasons_total{reason="suspended"}"#).await.unwrap();
     assert!(skipped >= Some(2.0), "{strategy}: the suspended CronJob was considered twice: {skipped:?}");
     let nightly_now = nightly.observe(client).await.unwrap();
     assert!(
@@ -230,7 +230,7 @@ async fn a_workload_ref_rollout_is_skipped_without_error() {
         let hash = resources.update_data(&config, &[("k", &format!("v{round}"))]).await.unwrap();
         web.wait_for_marker(client, &config, Strategy::EnvVars, &hash, RELOAD_TIMEOUT).await.unwrap();
     }
-    let skipped = reloader.metric(r#"reloader_skipped_total{reason="no_template"}"#).await.unwrap();
+    let skipped = reloader.metric(r#"reloader_skip_reasons_total{reason="no_template"}"#).await.unwrap();
     assert!(skipped >= Some(2.0), "the workloadRef Rollout was considered and skipped: {skipped:?}");
     let borrowed_now = borrowed_id.observe(client).await.unwrap();
     assert!(borrowed_now.same_spec_as(&borrowed_before), "the workloadRef Rollout was written");

@@ -1,4 +1,4 @@
-//! docs/behaviour.md F49: a missing permission is reported clearly (log, `reloader_errors_total`, a
+//! docs/behaviour.md F49: a missing permission is reported clearly (log, `reloader_error_types_total`, a
 //! `ReloadFail` Event) and does not crash-loop.
 
 use std::time::Duration;
@@ -13,7 +13,7 @@ use serde_json::json;
 use super::{Scope, WAIT, isolate};
 
 /// Without `patch` on apps workloads: each failed reload is logged with the API server's reason,
-/// counted in `reloader_errors_total{type="forbidden"}` and reported by a `ReloadFail` Event; the
+/// counted in `reloader_error_types_total{type="forbidden"}` and reported by a `ReloadFail` Event; the
 /// process stays up, live and ready, and keeps reloading the kinds it may write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_write_is_reported_and_does_not_crash_loop() {
@@ -50,7 +50,7 @@ async fn a_denied_write_is_reported_and_does_not_crash_loop() {
         .await
         .unwrap();
         wait_until("three forbidden errors per round", WAIT, || async {
-            let errors = pod.metric(r#"reloader_errors_total{type="forbidden"}"#).await?.unwrap_or(0.0);
+            let errors = pod.metric(r#"reloader_error_types_total{type="forbidden"}"#).await?.unwrap_or(0.0);
             if errors >= f64::from(3 * round) { Ok(errors) } else { Err(NotYet(format!("{errors}"))) }
         })
         .await
@@ -83,7 +83,7 @@ async fn a_denied_write_is_reported_and_does_not_crash_loop() {
 }
 
 /// Without `watch` on ConfigMaps and Secrets: the watch failure is logged with the reason and
-/// counted in `reloader_errors_total{type="watch"}`, the process keeps retrying without exiting,
+/// counted in `reloader_error_types_total{type="watch"}`, the process keeps retrying without exiting,
 /// and once the permission is granted it picks up and reloads, with no restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_watch_is_reported_retried_and_recovers() {
@@ -103,7 +103,7 @@ async fn a_denied_watch_is_reported_retried_and_recovers() {
     let mut pods = installation.start(plane).await.unwrap();
     let pod = &mut pods[0];
     wait_until("watch errors to be counted", WAIT, || async {
-        let errors = pod.metric(r#"reloader_errors_total{type="watch"}"#).await?.unwrap_or(0.0);
+        let errors = pod.metric(r#"reloader_error_types_total{type="watch"}"#).await?.unwrap_or(0.0);
         if errors >= 2.0 { Ok(()) } else { Err(NotYet(format!("{errors}"))) }
     })
     .await
