@@ -58,6 +58,14 @@ fn sample_lines(text: &str) -> Vec<&str> {
     text.lines().filter(|line| !line.starts_with('#')).collect()
 }
 
+/// Every line of `expected` is a sample of the exposition.
+fn assert_samples(metrics: &Metrics, expected: &[&str]) {
+    let text = metrics.encode();
+    for line in expected {
+        assert!(sample_lines(&text).contains(line), "{line} missing in:\n{text}");
+    }
+}
+
 #[test]
 fn every_compat_metric_name_is_exported_once_recorded() {
     let metrics = Metrics::new(false);
@@ -73,24 +81,24 @@ fn every_compat_metric_name_is_exported_once_recorded() {
 fn our_own_metrics_are_exported() {
     let metrics = Metrics::new(false);
     touch_every_metric(&metrics);
-    let text = metrics.encode();
-    for line in [
-        "reloader_leader 1",
-        "reloader_leader_transitions_total 1",
-        "reloader_index_objects{kind=\"resources\"} 10",
-        "reloader_index_objects{kind=\"workloads\"} 3",
-        "reloader_reload_latency_seconds_count 1",
-        "reloader_coalesced_reloads_total 2",
-        "reloader_write_rate_limit_wait_seconds_count 1",
-        "reloader_notifications_total{channel=\"alert-slack\",success=\"false\"} 1",
-        "reloader_dry_run_writes_total{workload_kind=\"StatefulSet\"} 1",
-        "reloader_workloads_scanned_total{kind=\"Deployment\"} 5",
-        "reloader_error_types_total{type=\"conflict\"} 1",
-        "reloader_resource_events_total{event_type=\"update\",resource_type=\"configmaps\",outcome=\"queued\"} 1",
-        "reloader_skip_reasons_total{reason=\"resource_ignored\"} 1",
-    ] {
-        assert!(sample_lines(&text).contains(&line), "{line:?} missing in:\n{text}");
-    }
+    assert_samples(
+        &metrics,
+        &[
+            "reloader_leader 1",
+            "reloader_leader_transitions_total 1",
+            "reloader_index_objects{kind=\"resources\"} 10",
+            "reloader_index_objects{kind=\"workloads\"} 3",
+            "reloader_reload_latency_seconds_count 1",
+            "reloader_coalesced_reloads_total 2",
+            "reloader_write_rate_limit_wait_seconds_count 1",
+            "reloader_notifications_total{channel=\"alert-slack\",success=\"false\"} 1",
+            "reloader_dry_run_writes_total{workload_kind=\"StatefulSet\"} 1",
+            "reloader_workloads_scanned_total{kind=\"Deployment\"} 5",
+            "reloader_error_types_total{type=\"conflict\"} 1",
+            "reloader_resource_events_total{event_type=\"update\",resource_type=\"configmaps\",outcome=\"queued\"} 1",
+            "reloader_skip_reasons_total{reason=\"resource_ignored\"} 1",
+        ],
+    );
 }
 
 #[test]
@@ -283,14 +291,14 @@ fn events_received_use_the_informer_values() {
     metrics.event_received(EventType::Create, ResourceKind::ConfigMap);
     metrics.event_received(EventType::Update, ResourceKind::SecretProviderClass);
     metrics.event_received(EventType::Delete, ResourceType::Namespaces);
-    let text = metrics.encode();
-    for line in [
-        "reloader_events_received_total{event_type=\"add\",resource_type=\"configmaps\"} 1",
-        "reloader_events_received_total{event_type=\"update\",resource_type=\"secretproviderclasspodstatuses\"} 1",
-        "reloader_events_received_total{event_type=\"delete\",resource_type=\"namespaces\"} 1",
-    ] {
-        assert!(sample_lines(&text).contains(&line), "{line} missing in:\n{text}");
-    }
+    assert_samples(
+        &metrics,
+        &[
+            "reloader_events_received_total{event_type=\"add\",resource_type=\"configmaps\"} 1",
+            "reloader_events_received_total{event_type=\"update\",resource_type=\"secretproviderclasspodstatuses\"} 1",
+            "reloader_events_received_total{event_type=\"delete\",resource_type=\"namespaces\"} 1",
+        ],
+    );
 }
 
 #[test]
@@ -306,13 +314,13 @@ fn dry_run_writes_are_not_actions() {
 fn enabled_kinds_start_at_zero() {
     let metrics = Metrics::new(false);
     metrics.workload_kinds([WorkloadKind::Deployment, WorkloadKind::CronJob]);
-    let text = metrics.encode();
-    for line in [
-        "reloader_workloads_scanned_total{kind=\"Deployment\"} 0",
-        "reloader_workloads_matched_total{kind=\"CronJob\"} 0",
-    ] {
-        assert!(sample_lines(&text).contains(&line), "{line} missing in:\n{text}");
-    }
+    assert_samples(
+        &metrics,
+        &[
+            "reloader_workloads_scanned_total{kind=\"Deployment\"} 0",
+            "reloader_workloads_matched_total{kind=\"CronJob\"} 0",
+        ],
+    );
 }
 
 /// Stakater's buckets, histogram by histogram: a dashboard's `le` filters keep matching.
@@ -373,15 +381,15 @@ fn rest_client_series_have_client_go_labels() {
     metrics.rest_client_request(RequestCode::Status(409), HttpVerb::Patch, "10.96.0.1:443");
     metrics.rest_client_request(RequestCode::Error, HttpVerb::Post, "10.96.0.1:443");
     metrics.rest_client_latency(HttpVerb::Delete, "10.96.0.1:443", Duration::from_millis(3));
-    let text = metrics.encode();
-    for line in [
-        "rest_client_requests_total{code=\"200\",method=\"GET\",host=\"10.96.0.1:443\"} 1",
-        "rest_client_requests_total{code=\"409\",method=\"PATCH\",host=\"10.96.0.1:443\"} 1",
-        "rest_client_requests_total{code=\"<error>\",method=\"POST\",host=\"10.96.0.1:443\"} 1",
-        "rest_client_request_duration_seconds_count{verb=\"DELETE\",host=\"10.96.0.1:443\"} 1",
-    ] {
-        assert!(sample_lines(&text).contains(&line), "{line} missing in:\n{text}");
-    }
+    assert_samples(
+        &metrics,
+        &[
+            "rest_client_requests_total{code=\"200\",method=\"GET\",host=\"10.96.0.1:443\"} 1",
+            "rest_client_requests_total{code=\"409\",method=\"PATCH\",host=\"10.96.0.1:443\"} 1",
+            "rest_client_requests_total{code=\"<error>\",method=\"POST\",host=\"10.96.0.1:443\"} 1",
+            "rest_client_request_duration_seconds_count{verb=\"DELETE\",host=\"10.96.0.1:443\"} 1",
+        ],
+    );
 }
 
 #[test]
