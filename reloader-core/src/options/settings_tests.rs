@@ -206,7 +206,7 @@ fn meta_info_json() {
         ("resourceSelectors", json!([])),
         ("namespacesToIgnore", json!(["kube-system"])),
         ("isOpenshift", Value::Null),
-        ("metricsAddr", json!("0.0.0.0:9090")),
+        ("metricsAddr", json!(":9090")),
         ("coalescePeriod", json!("2s")),
         ("maxWritesPerSecond", json!(200.0)),
         ("ignoredSecretTypes", json!(["helm.sh/release.v1"])),
