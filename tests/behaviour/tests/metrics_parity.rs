@@ -243,3 +243,41 @@ async fn stakater_series_process_and_rest_client_after_a_reload() {
             .into();
     assert_eq!(buckets, expected);
 }
+
+/// The admission webhook's address without a host (`--webhook-addr=:port`, like its default
+/// `:9443`) accepts TLS connections over 127.0.0.1 and ::1.
+#[tokio::test]
+async fn webhook_address_without_a_host_answers_on_ipv4_and_ipv6() {
+    let env = TestEnv::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let issued = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::write(&cert, issued.cert.pem()).unwrap();
+    std::fs::write(&key, issued.signing_key.serialize_pem()).unwrap();
+    let port = free_port();
+    let _reloader = env
+        .reloader_builder()
+        .arg("--admission-webhook")
+        .arg(format!("--webhook-addr=:{port}"))
+        .arg(format!("--webhook-tls-cert={}", cert.display()))
+        .arg(format!("--webhook-tls-key={}", key.display()))
+        .start()
+        .await
+        .unwrap();
+    let https = reqwest::Client::builder().danger_accept_invalid_certs(true).build().unwrap();
+    let mut loopbacks = vec![IpAddr::V4(Ipv4Addr::LOCALHOST)];
+    if has_ipv6_loopback() {
+        loopbacks.push(IpAddr::V6(Ipv6Addr::LOCALHOST));
+    }
+    for ip in loopbacks {
+        let url = format!("https://{}/", SocketAddr::new(ip, port));
+        let status = wait_until(&format!("the webhook over {ip}"), TIMEOUT, || async {
+            let response =
+                https.get(&url).send().await.map_err(|e| NotYet::because(format!("{url}: {e}")))?;
+            Ok(response.status().as_u16())
+        })
+        .await
+        .unwrap();
+        assert!(status < 500, "{url}: {status}");
+    }
+}
