@@ -93,8 +93,13 @@ async fn wait_metric(port: u16, name: &str, labels: &[(&str, &str)], at_least: f
     .unwrap()
 }
 
-fn has_ipv6_loopback() -> bool {
-    std::net::TcpListener::bind("[::1]:0").is_ok()
+/// 127.0.0.1, and ::1 where this machine has an IPv6 loopback (CI containers may not).
+fn loopbacks() -> Vec<IpAddr> {
+    let mut ips = vec![IpAddr::V4(Ipv4Addr::LOCALHOST)];
+    if std::net::TcpListener::bind("[::1]:0").is_ok() {
+        ips.push(IpAddr::V6(Ipv6Addr::LOCALHOST));
+    }
+    ips
 }
 
 /// Stakater v1.4.21's label values, label by label (internal/pkg/metrics, controller, handler).
@@ -150,11 +155,7 @@ async fn stakater_series_process_and_rest_client_after_a_reload() {
     let port = free_port();
     let _reloader =
         env.reloader_builder().arg(format!("--metrics-addr=:{port}")).no_wait().start().await.unwrap();
-    let mut loopbacks = vec![IpAddr::V4(Ipv4Addr::LOCALHOST)];
-    if has_ipv6_loopback() {
-        loopbacks.push(IpAddr::V6(Ipv6Addr::LOCALHOST));
-    }
-    for ip in &loopbacks {
+    for ip in &loopbacks() {
         wait_until(&format!("/readyz over {ip}"), TIMEOUT, || async {
             match get(*ip, port, "/readyz").await? {
                 (200, _) => Ok(()),
@@ -265,11 +266,7 @@ async fn webhook_address_without_a_host_answers_on_ipv4_and_ipv6() {
         .await
         .unwrap();
     let https = reqwest::Client::builder().danger_accept_invalid_certs(true).build().unwrap();
-    let mut loopbacks = vec![IpAddr::V4(Ipv4Addr::LOCALHOST)];
-    if has_ipv6_loopback() {
-        loopbacks.push(IpAddr::V6(Ipv6Addr::LOCALHOST));
-    }
-    for ip in loopbacks {
+    for ip in loopbacks() {
         let url = format!("https://{}/", SocketAddr::new(ip, port));
         let status = wait_until(&format!("the webhook over {ip}"), TIMEOUT, || async {
             let response =
