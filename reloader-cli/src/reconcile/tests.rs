@@ -408,8 +408,9 @@ fn pause_timers_resume_only_while_leading() {
         (paused_at.as_str(), Some("1m"), true, true),
         (paused_at.as_str(), Some("1m"), false, false),
         (later.as_str(), Some("1h"), true, false),
-        (later.as_str(), Some(" 1h "), true, false),
-        // Whatever is wrong with the annotations errs towards resuming now.
+        // Whatever is wrong with the annotations errs towards resuming now (a padded period is
+        // not a Go duration).
+        (later.as_str(), Some(" 1h "), true, true),
         (paused_at.as_str(), Some("not a duration"), true, true),
         (later.as_str(), None, true, true),
         ("not a time", Some("1h"), true, true),
