@@ -230,7 +230,11 @@ fn scope_settings_and_kind_specific_writes_change_the_next_change() {
     let dry_run = ExplainSettings { dry_run: true, ..ExplainSettings::default() };
     let on_create = ExplainSettings { reload_on_create: true, ..ExplainSettings::default() };
     let all = ExplainSettings {
-        decide: DecideOptions { auto_reload_all: true, strategy: ReloadStrategy::EnvVars, ..DecideOptions::default() },
+        decide: DecideOptions {
+            auto_reload_all: true,
+            strategy: ReloadStrategy::EnvVars,
+            ..DecideOptions::default()
+        },
         ..ExplainSettings::default()
     };
     let cases: Vec<(&str, TestWorkload, Vec<ResourceView>, ExplainSettings, &str)> = vec![

@@ -10,8 +10,11 @@ fn skip(reason: SkipReason) -> Decision {
     Decision::Skip(reason)
 }
 
-const ALL: DecideOptions =
-    DecideOptions { auto_reload_all: true, strategy: ReloadStrategy::EnvVars, allow_suspended_cronjobs: false };
+const ALL: DecideOptions = DecideOptions {
+    auto_reload_all: true,
+    strategy: ReloadStrategy::EnvVars,
+    allow_suspended_cronjobs: false,
+};
 
 struct Case {
     name: String,
@@ -474,7 +477,10 @@ fn decision_cases() -> Vec<Case> {
         with_opts(
             case(
                 "suspended CronJob with --allow-suspended-cronjobs (Stakater's behaviour)",
-                d().kind(WorkloadKind::CronJob).suspended().annotate(CM_RELOAD, "c").uses_cm("app", "c", EnvFrom),
+                d().kind(WorkloadKind::CronJob)
+                    .suspended()
+                    .annotate(CM_RELOAD, "c")
+                    .uses_cm("app", "c", EnvFrom),
                 cm("c"),
                 reload(Rule::Explicit, 0),
             ),
