@@ -570,19 +570,19 @@ fn catch_up_converges_long_running_kinds_only() {
     }
 }
 
-/// Records what `--webhook-url` would be told: (event, kind, name).
+/// Records what `--webhook-url` would be told: (event, name).
 #[derive(Default, Clone)]
-struct FakeNotifier(Arc<Mutex<Vec<(&'static str, String, String)>>>);
+struct FakeNotifier(Arc<Mutex<Vec<(&'static str, String)>>>);
 
 impl super::ResourceNotifier for FakeNotifier {
     fn notify(&self, notice: crate::notify::webhook::ResourceNotice) {
-        self.0.lock().unwrap().push((notice.event.as_label(), notice.kind, notice.name));
+        self.0.lock().unwrap().push((notice.event.as_label(), notice.name));
     }
 }
 
 impl FakeNotifier {
     fn names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.0.lock().unwrap().iter().map(|(_, _, name)| name.clone()).collect();
+        let mut names: Vec<String> = self.0.lock().unwrap().iter().map(|(_, name)| name.clone()).collect();
         names.sort();
         names
     }
@@ -671,6 +671,6 @@ fn webhook_mode_catch_up_announces_listed_resources_only_with_sync_after_restart
         let count = announce_listed(&index, &stage.reconciler.scope, &config, &notifier);
         assert_eq!(notifier.names(), announced, "listed as created: {listed_as_created}");
         assert_eq!(count, announced.len());
-        assert!(notifier.0.lock().unwrap().iter().all(|(event, _, _)| *event == "create"));
+        assert!(notifier.0.lock().unwrap().iter().all(|(event, _)| *event == "create"));
     }
 }
