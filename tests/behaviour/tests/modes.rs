@@ -30,6 +30,11 @@ fn auto(kind: Kind, name: &str) -> WorkloadSpec {
     WorkloadSpec::new(kind, name).metadata_annotation(ANNOTATION_AUTO, "true").env_from_configmap(CONFIG)
 }
 
+/// An [`auto`] Deployment with the pause-period annotation `period`.
+fn pausing(name: &str, period: &str) -> WorkloadSpec {
+    auto(Kind::Deployment, name).metadata_annotation(ANNOTATION_PAUSE_PERIOD, period)
+}
+
 /// [`auto`], carrying the env-var marker of an old change to [`CONFIG`].
 fn stale(kind: Kind, name: &str) -> WorkloadSpec {
     auto(kind, name).env(expected_env_var(ResourceKind::ConfigMap, CONFIG), OLD_HASH)
@@ -51,6 +56,23 @@ async fn pause_state(
     let paused = deployment.spec.and_then(|spec| spec.paused).unwrap_or(false);
     let paused_at = deployment.metadata.annotations.and_then(|mut a| a.remove(ANNOTATION_PAUSED_AT));
     Ok((paused, paused_at))
+}
+
+/// Waits until Deployment `name`'s pause state (`spec.paused`, `paused-at`) satisfies `done`.
+async fn wait_for_pause_state(
+    client: &Client,
+    ns: &TestNamespace,
+    name: &str,
+    what: &str,
+    timeout: Duration,
+    done: fn(&(bool, Option<String>)) -> bool,
+) {
+    wait_until(&format!("{name} {what}"), timeout, || async {
+        let state = pause_state(client, ns, name).await?;
+        if done(&state) { Ok(()) } else { Err(NotYet::because(format!("{state:?}"))) }
+    })
+    .await
+    .unwrap();
 }
 
 /// Waits until the reloader's log shows that its catch-up ran.
@@ -94,8 +116,7 @@ async fn webhook_mode_posts_once_per_change_and_never_writes_a_workload() {
     resources.create_annotated(&quiet, &[("k", "v1")], &[(ANNOTATION_IGNORE, "true")]).await.unwrap();
     let workloads = vec![
         stale(Kind::Deployment, "stale").create(client, ns.name()).await.unwrap(),
-        auto(Kind::Deployment, "paused")
-            .metadata_annotation(ANNOTATION_PAUSE_PERIOD, "1s")
+        pausing("paused", "1s")
             .metadata_annotation(ANNOTATION_PAUSED_AT, LONG_AGO)
             .create(client, ns.name())
             .await
@@ -178,37 +199,21 @@ async fn a_removed_or_unreadable_pause_period_resumes_at_once() {
     resources.create(&config(), &[("k", "v1")]).await.unwrap();
     let edits = [("removed", json!(null)), ("padded", json!(" 1h "))];
     for (name, _) in &edits {
-        auto(Kind::Deployment, name)
-            .metadata_annotation(ANNOTATION_PAUSE_PERIOD, "1h")
-            .create(client, ns.name())
-            .await
-            .unwrap();
+        pausing(name, "1h").create(client, ns.name()).await.unwrap();
     }
     let _reloader = env.reloader_builder().start().await.unwrap();
     let hash = resources.update_data(&config(), &[("k", "v2")]).await.unwrap();
     for (name, _) in &edits {
-        wait_until(&format!("{name} paused by the reload"), TIMEOUT, || async {
-            match pause_state(client, ns, name).await? {
-                (true, Some(_)) => Ok(()),
-                state => Err(NotYet::because(format!("{state:?}"))),
-            }
-        })
-        .await
-        .unwrap();
+        wait_for_pause_state(client, ns, name, "paused by the reload", TIMEOUT, |s| s.0 && s.1.is_some())
+            .await;
     }
     for (name, period) in &edits {
         let patch = json!({"metadata": {"annotations": {ANNOTATION_PAUSE_PERIOD: period}}});
         patch_deployment(client, ns, name, patch).await;
     }
     for (name, _) in &edits {
-        wait_until(&format!("{name} resumed"), Duration::from_secs(30), || async {
-            match pause_state(client, ns, name).await? {
-                (false, None) => Ok(()),
-                state => Err(NotYet::because(format!("{state:?}"))),
-            }
-        })
-        .await
-        .unwrap();
+        let resumed = |s: &(bool, Option<String>)| !s.0 && s.1.is_none();
+        wait_for_pause_state(client, ns, name, "resumed", Duration::from_secs(30), resumed).await;
         let workload =
             WorkloadId { kind: Kind::Deployment, namespace: ns.name().to_owned(), name: (*name).into() };
         let marker = workload.marker(client, &config(), Strategy::EnvVars).await.unwrap().map(|m| m.value);
@@ -224,11 +229,7 @@ async fn a_padded_pause_period_pauses_nothing() {
     let env = TestEnv::new().await;
     let TestEnv { plane: _, ns, client, resources, .. } = &env;
     resources.create(&config(), &[("k", "v1")]).await.unwrap();
-    let web = auto(Kind::Deployment, "web")
-        .metadata_annotation(ANNOTATION_PAUSE_PERIOD, " 8s")
-        .create(client, ns.name())
-        .await
-        .unwrap();
+    let web = pausing("web", " 8s").create(client, ns.name()).await.unwrap();
     let _reloader = env.reloader_builder().start().await.unwrap();
     let hash = resources.update_data(&config(), &[("k", "v2")]).await.unwrap();
     web.wait_for_marker(client, &config(), Strategy::EnvVars, &hash, TIMEOUT).await.unwrap();
