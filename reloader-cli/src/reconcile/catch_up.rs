@@ -91,9 +91,8 @@ impl CatchUp {
             }
         }
     }
-}
 
-impl CatchUp {
+    /// One catch-up on a leadership gain: the sweep, or with `--webhook-url` the announcements.
     fn catch_up(&self, seen_as_standby: Vec<(ResourceView, ResourceEventKind)>) {
         let index = self.index.read().expect("index lock");
         if let Some(notifier) = &self.notifier {
