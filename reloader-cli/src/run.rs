@@ -24,7 +24,7 @@ use crate::observe::metrics::Metrics;
 use crate::reconcile::catch_up::{CatchUp, CatchUpConfig};
 use crate::reconcile::pause::PauseTimers;
 use crate::reconcile::standby::{REPLAY_WINDOW, StandbyChanges};
-use crate::reconcile::{ReconcileConfig, Reconciler, ResourceNotifier, WorkQueue};
+use crate::reconcile::{NoWrites, ReconcileConfig, Reconciler, ResourceNotifier, WorkQueue};
 use crate::scope::ScopeFilter;
 use crate::sources::{self, SourcesConfig};
 use crate::supervise::Supervisor;
@@ -114,38 +114,48 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let notifier: Option<Box<dyn ResourceNotifier>> = match &options.webhook_url {
+    // --webhook-url: every change is POSTed there and no workload is ever written, so there is
+    // no executor and no pause timer (docs/compatibility.md §9).
+    let notifier = match &options.webhook_url {
         Some(url) => {
-            Some(Box::new(Arc::new(WebhookNotifier::new(url.expose().to_string(), metrics.clone())?)))
+            info!("--webhook-url is set: changes are POSTed to it; no workload is ever reloaded");
+            Some(Arc::new(WebhookNotifier::new(url.expose().to_string(), metrics.clone())?))
         }
         None => None,
+    };
+    let boxed_notifier = || -> Option<Box<dyn ResourceNotifier>> {
+        notifier.clone().map(|n| Box::new(n) as Box<dyn ResourceNotifier>)
     };
 
     // The executor: the single writer, gated by leadership. Once `shutdown` fires it finishes
     // the writes in flight (bounded), and only then may the Lease be released.
-    let (executor, dispatch) = Executor::new(
-        ExecutorConfig {
-            coalesce_period: options.coalesce_period,
-            max_writes_per_second: options.max_writes_per_second,
-            dry_run: options.dry_run,
-            keys: options.keys.clone(),
-        },
-        ExecutorIo {
-            api: Arc::new(KubeWorkloadApi::new(client.clone())),
-            events: events.clone(),
-            alerts,
-            leader: leadership.subscribe(),
-            metrics: metrics.clone(),
-        },
-        shutdown.clone(),
-    );
-    let (executor_done, executor_finished) = tokio::sync::oneshot::channel::<()>();
-    supervisor.spawn_service("executor", async move {
-        let result = dispatch.await;
-        let _ = executor_done.send(());
-        result
-    });
-    let queue: Arc<dyn WorkQueue> = Arc::new(executor);
+    let (queue, executor_finished): (Arc<dyn WorkQueue>, _) = if notifier.is_some() {
+        (Arc::new(NoWrites), None)
+    } else {
+        let (executor, dispatch) = Executor::new(
+            ExecutorConfig {
+                coalesce_period: options.coalesce_period,
+                max_writes_per_second: options.max_writes_per_second,
+                dry_run: options.dry_run,
+                keys: options.keys.clone(),
+            },
+            ExecutorIo {
+                api: Arc::new(KubeWorkloadApi::new(client.clone())),
+                events: events.clone(),
+                alerts,
+                leader: leadership.subscribe(),
+                metrics: metrics.clone(),
+            },
+            shutdown.clone(),
+        );
+        let (executor_done, executor_finished) = tokio::sync::oneshot::channel::<()>();
+        supervisor.spawn_service("executor", async move {
+            let result = dispatch.await;
+            let _ = executor_done.send(());
+            result
+        });
+        (Arc::new(executor), Some(executor_finished))
+    };
 
     // The admission webhook, when configured: it answers from the same index and rules.
     if let Some(config) = options.admission_webhook.clone() {
@@ -153,7 +163,8 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             index: index.clone(),
             keys: options.keys.clone(),
             decide: options.decide_options(),
-            dry_run: options.dry_run,
+            // Stamping or keeping markers is a write too: --webhook-url mode makes none.
+            dry_run: options.dry_run || notifier.is_some(),
             metrics: metrics.clone(),
             scope: scope.clone(),
             kinds: kinds.clone(),
@@ -172,7 +183,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         leader: leadership.subscribe(),
         metrics: metrics.clone(),
         queue: queue.clone(),
-        notifier,
+        notifier: boxed_notifier(),
         events,
         pauses: pauses.clone(),
         standby: standby.clone(),
@@ -190,14 +201,16 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         });
     }
 
-    // Pause periods end on time on whichever replica leads.
-    supervisor.spawn("pause timers", {
-        let (leader, queue) = (leadership.subscribe(), queue.clone());
-        async move {
-            pauses.run(leader, queue).await;
-            Ok(())
-        }
-    });
+    // Pause periods end on time on whichever replica leads (a resume is a write).
+    if notifier.is_none() {
+        supervisor.spawn("pause timers", {
+            let (leader, queue) = (leadership.subscribe(), queue.clone());
+            async move {
+                pauses.run(leader, queue).await;
+                Ok(())
+            }
+        });
+    }
 
     // Ready once every watch listed; a sweep on each promotion.
     let catch_up = CatchUp {
@@ -206,6 +219,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         scope,
         standby,
         queue,
+        notifier: boxed_notifier(),
         metrics,
         health: health.clone(),
     };
@@ -223,7 +237,9 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     shutdown.cancel();
     health.set_ready(false);
     drop(reconciler);
-    if tokio::time::timeout(SHUTDOWN_GRACE * 3, executor_finished).await.is_err() {
+    if let Some(finished) = executor_finished
+        && tokio::time::timeout(SHUTDOWN_GRACE * 3, finished).await.is_err()
+    {
         warn!("the executor did not finish its writes in time");
     }
     leadership.finished().await;

@@ -24,6 +24,8 @@ use crate::views::{ResourceView, WorkloadView};
 pub struct DecideOptions {
     pub(crate) auto_reload_all: bool,
     pub strategy: ReloadStrategy,
+    /// `--allow-suspended-cronjobs`: a suspended CronJob reloads (spawns a Job) as with Stakater.
+    pub(crate) allow_suspended_cronjobs: bool,
 }
 
 /// Why a workload reloads.
@@ -70,7 +72,7 @@ pub enum SkipReason {
     NoContainers,
     /// The workload has no inline pod template (a `workloadRef` Rollout).
     NoTemplate,
-    /// A suspended CronJob.
+    /// A suspended CronJob (unless `--allow-suspended-cronjobs`).
     Suspended,
     /// The workload already carries the marker this change would write.
     AlreadyCurrent,
@@ -134,7 +136,7 @@ pub(crate) fn decide(workload: &WorkloadView, resource: &ResourceView, opts: &De
     if !workload.has_template {
         return Decision::Skip(SkipReason::NoTemplate);
     }
-    if workload.suspended {
+    if workload.suspended && !opts.allow_suspended_cronjobs {
         return Decision::Skip(SkipReason::Suspended);
     }
     let key = &resource.key;

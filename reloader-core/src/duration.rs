@@ -92,6 +92,14 @@ pub fn parse_go_duration(text: &str) -> Result<Duration, DurationError> {
     Ok(nanos_to_duration(total))
 }
 
+/// The pause-period annotation read as Stakater reads it: Go's `time.ParseDuration` on the text
+/// as it is, so surrounding spaces make it invalid. `Ok(None)` for a zero period, which pauses
+/// nothing. The one parser for every reader: the reload write, the resume timer, the annotation
+/// check and explain (docs/compatibility.md §8).
+pub fn parse_pause_period(value: &str) -> Result<Option<Duration>, DurationError> {
+    parse_go_duration(value).map(|period| Some(period).filter(|p| !p.is_zero()))
+}
+
 /// `0.<fraction>` of `per_unit` nanoseconds, truncated like Go (digits past nanosecond
 /// precision of the largest unit cannot matter, so at most 18 are read).
 fn fraction_nanos(fraction: &str, per_unit: u128) -> u128 {
@@ -249,6 +257,24 @@ mod tests {
         for (duration, expected) in cases {
             assert_eq!(format_go_duration(*duration), *expected, "{duration:?}");
             assert_eq!(parse_go_duration(expected), Ok(*duration), "round trip of {expected}");
+        }
+    }
+
+    #[test]
+    fn pause_periods_are_read_as_stakater_reads_them() {
+        let cases: &[(&str, Result<Option<Duration>, ()>)] = &[
+            ("5m", Ok(Some(Duration::from_secs(300)))),
+            ("1m30s", Ok(Some(Duration::from_secs(90)))),
+            ("0s", Ok(None)),
+            ("0", Ok(None)),
+            // Go's time.ParseDuration trims nothing: Stakater fails to pause on these.
+            (" 5m", Err(())),
+            ("5m ", Err(())),
+            ("soon", Err(())),
+            ("", Err(())),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(parse_pause_period(text).map_err(|_| ()), *expected, "{text:?}");
         }
     }
 

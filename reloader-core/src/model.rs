@@ -87,6 +87,21 @@ impl WorkloadKind {
         }
     }
 
+    /// Whether the kind keeps its pods running and converges them on its template, so that
+    /// writing a marker it already should carry only brings it up to date. A Job or CronJob
+    /// reload runs batch work again instead (recreates the Job, spawns one): only a live change
+    /// may do that, never a start-up or leadership catch-up (docs/beyond-stakater.md §2).
+    pub fn is_long_running(self) -> bool {
+        match self {
+            WorkloadKind::Deployment
+            | WorkloadKind::DaemonSet
+            | WorkloadKind::StatefulSet
+            | WorkloadKind::Rollout
+            | WorkloadKind::DeploymentConfig => true,
+            WorkloadKind::CronJob | WorkloadKind::Job => false,
+        }
+    }
+
     /// Parses a kind as typed by a person (`deployment`, `deploy`, `Deployment`, `deployments`, ...).
     pub fn parse_loose(s: &str) -> Option<Self> {
         let lower = s.to_ascii_lowercase();

@@ -155,7 +155,11 @@ pub struct MetaInfoTarget {
 impl Options {
     /// The options that change reload decisions.
     pub fn decide_options(&self) -> DecideOptions {
-        DecideOptions { auto_reload_all: self.auto_reload_all, strategy: self.strategy }
+        DecideOptions {
+            auto_reload_all: self.auto_reload_all,
+            strategy: self.strategy,
+            allow_suspended_cronjobs: self.allow_suspended_cronjobs,
+        }
     }
 
     /// Whether resources of `kind` are watched at all.

@@ -3,23 +3,29 @@
 //! hash and reloads exactly the workloads that differ, then replays the changes it saw as a
 //! standby to the workloads that record nothing for them: a change made while nobody led is
 //! applied once, and a take-over with no change writes nothing (docs/beyond-stakater.md §2).
+//!
+//! The sweep converges long-running kinds only ([`reloader_core::model::WorkloadKind::is_long_running`]): it never
+//! recreates a Job nor spawns one from a CronJob, since nothing changed that the batch work
+//! has not seen. With `--webhook-url` it writes nothing at all: with `--sync-after-restart` and
+//! `--reload-on-create` it announces every listed ConfigMap and Secret as created, as Stakater's
+//! start-up does in that mode.
 
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use reloader_core::decide::{DecideOptions, ResourceEventKind};
 use reloader_core::index::Index;
-use reloader_core::model::{ReloadStrategy, ResourceKey, WorkloadKind};
+use reloader_core::model::{ReloadStrategy, ResourceKey, ResourceKind};
 use reloader_core::options::Options;
-use reloader_core::views::WorkloadView;
+use reloader_core::views::{ResourceView, WorkloadView};
 use tokio::sync::watch;
 use tracing::info;
 
-use super::WorkQueue;
 use super::standby::StandbyChanges;
+use super::{ResourceNotifier, WorkQueue, notice};
 use crate::executor::Work;
 use crate::observe::http::Health;
-use crate::observe::metrics::Metrics;
+use crate::observe::metrics::{EventType, Metrics};
 use crate::scope::ScopeFilter;
 use crate::sources::Synced;
 
@@ -47,6 +53,8 @@ pub(crate) struct CatchUp {
     pub(crate) scope: ScopeFilter,
     pub(crate) standby: Arc<StandbyChanges>,
     pub(crate) queue: Arc<dyn WorkQueue>,
+    /// `--webhook-url`: announce instead of writing.
+    pub(crate) notifier: Option<Box<dyn ResourceNotifier>>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) health: Health,
 }
@@ -77,31 +85,69 @@ impl CatchUp {
             // Taken before the index lock: the reconciler records under the standby lock while
             // holding neither, so this order cannot deadlock.
             let seen_as_standby = self.standby.take_recent();
-            let (queued, replayed) = {
-                let index = self.index.read().expect("index lock");
-                sweep(&index, &self.scope, &self.config, seen_as_standby, self.queue.as_ref(), Instant::now())
-            };
-            info!(queued, replayed, "leader catch-up sweep done");
+            self.catch_up(seen_as_standby);
             if leader.wait_for(|l| !*l).await.is_err() {
                 return;
             }
         }
     }
+
+    /// One catch-up on a leadership gain: the sweep, or with `--webhook-url` the announcements.
+    fn catch_up(&self, seen_as_standby: Vec<(ResourceView, ResourceEventKind)>) {
+        let index = self.index.read().expect("index lock");
+        if let Some(notifier) = &self.notifier {
+            let announced = announce_listed(&index, &self.scope, &self.config, notifier.as_ref());
+            info!(announced, "leader catch-up done (--webhook-url: nothing written)");
+        } else {
+            let (queued, replayed) = sweep(
+                &index,
+                &self.scope,
+                &self.config,
+                seen_as_standby,
+                self.queue.as_ref(),
+                Instant::now(),
+            );
+            info!(queued, replayed, "leader catch-up sweep done");
+        }
+    }
 }
 
-/// One sweep; returns (queued, replayed).
+/// `--webhook-url` mode: with `--sync-after-restart` and `--reload-on-create`, every listed
+/// ConfigMap and Secret in scope is announced as created, one POST each, whatever its
+/// annotations (Stakater posts before reading them). SecretProviderClassPodStatus creations are
+/// never announced. Returns how many were.
+pub(crate) fn announce_listed(
+    index: &Index,
+    scope: &ScopeFilter,
+    config: &CatchUpConfig,
+    notifier: &dyn ResourceNotifier,
+) -> usize {
+    if !config.listed_as_created {
+        return 0;
+    }
+    let mut announced = 0;
+    for resource in index.resources() {
+        if resource.key.kind != ResourceKind::SecretProviderClass && scope.contains(&resource.key.namespace) {
+            notifier.notify(notice(resource, EventType::Create));
+            announced += 1;
+        }
+    }
+    announced
+}
+
+/// One sweep of the long-running workloads; returns (queued, replayed).
 pub(crate) fn sweep(
     index: &Index,
     scope: &ScopeFilter,
     config: &CatchUpConfig,
-    seen_as_standby: Vec<(reloader_core::views::ResourceView, ResourceEventKind)>,
+    seen_as_standby: Vec<(ResourceView, ResourceEventKind)>,
     queue: &dyn WorkQueue,
     now: Instant,
 ) -> (usize, usize) {
     let decide = &config.decide;
     let mut queued = 0usize;
     for (workload, change) in index.catch_up(decide) {
-        if scope.contains(&workload.namespace) {
+        if workload.kind.is_long_running() && scope.contains(&workload.namespace) {
             queue.enqueue(workload, Work::Reload(vec![change]), now);
             queued += 1;
         }
@@ -128,9 +174,12 @@ pub(crate) fn sweep(
     if config.listed_as_created {
         for resource in index.resources().filter(|r| !r.ignored && scope.contains(&r.key.namespace)) {
             for (workload, plan) in index.plan_changes(resource, ResourceEventKind::Created, decide) {
-                if let Ok(change) = plan {
-                    queue.enqueue(workload, Work::Reload(vec![change]), now);
-                    queued += 1;
+                match plan {
+                    Ok(change) if workload.kind.is_long_running() => {
+                        queue.enqueue(workload, Work::Reload(vec![change]), now);
+                        queued += 1;
+                    }
+                    _ => {}
                 }
             }
         }
@@ -143,9 +192,9 @@ pub(crate) fn sweep(
 /// - env vars record each resource on its own: always;
 /// - the single `last-reloaded-from` annotation records one resource: only when it names this
 ///   one or none (naming another, the workload may have reloaded after this change);
-/// - a CronJob records nothing (each reload starts a Job): never.
+/// - a Job or CronJob: never (a catch-up runs no batch work).
 fn replayable(workload: &WorkloadView, resource: &ResourceKey, strategy: ReloadStrategy) -> bool {
-    workload.key.kind != WorkloadKind::CronJob
+    workload.key.kind.is_long_running()
         && (strategy == ReloadStrategy::EnvVars
             || workload.markers.annotation.as_ref().is_none_or(|a| a.resource == *resource))
 }

@@ -46,9 +46,31 @@ impl WorkQueue for Executor {
     }
 }
 
+/// The queue of a run that never writes (`--webhook-url`): there is no executor then, and
+/// changes become POSTs before any write is planned, so nothing should reach this. Anything
+/// that does is dropped, loudly: that mode must never write a workload.
+pub(crate) struct NoWrites;
+
+impl WorkQueue for NoWrites {
+    fn enqueue(&self, workload: WorkloadKey, work: Work, _event_at: Instant) {
+        tracing::error!(%workload, ?work, "--webhook-url mode writes no workload; dropped a queued write");
+    }
+}
+
 /// `--webhook-url`: resource changes are posted there instead of reloading. Fire and forget.
 pub(crate) trait ResourceNotifier: Send + Sync {
     fn notify(&self, notice: ResourceNotice);
+}
+
+/// What `--webhook-url` is told about `view`: names and the hash, never data.
+pub(crate) fn notice(view: &ResourceView, event: EventType) -> ResourceNotice {
+    ResourceNotice {
+        event,
+        kind: view.key.kind.to_string(),
+        namespace: view.key.namespace.to_string(),
+        name: view.key.name.to_string(),
+        hash: view.hash.to_hex(),
+    }
 }
 
 impl ResourceNotifier for Arc<WebhookNotifier> {
@@ -239,6 +261,19 @@ impl Reconciler {
             self.metrics.event_processed(event_type, resource_type, result, received.elapsed());
             return;
         }
+        // Before `ignore`: Stakater posts every change in this mode without reading annotations.
+        if let Some(notifier) = &self.notifier {
+            if *self.leader.borrow() {
+                notifier.notify(notice(view, event_type));
+            }
+            self.metrics.event_processed(
+                event_type,
+                resource_type,
+                ProcessResult::Webhook,
+                received.elapsed(),
+            );
+            return;
+        }
         if view.ignored {
             self.metrics.skipped(SkipReason::Decision(DecideSkip::ResourceIgnored));
             self.record_scan(&view.key.namespace, &[]);
@@ -246,24 +281,6 @@ impl Reconciler {
                 event_type,
                 resource_type,
                 ProcessResult::Ignored,
-                received.elapsed(),
-            );
-            return;
-        }
-        if let Some(notifier) = &self.notifier {
-            if *self.leader.borrow() {
-                notifier.notify(ResourceNotice {
-                    event: event_type,
-                    kind: view.key.kind.to_string(),
-                    namespace: view.key.namespace.to_string(),
-                    name: view.key.name.to_string(),
-                    hash: view.hash.to_hex(),
-                });
-            }
-            self.metrics.event_processed(
-                event_type,
-                resource_type,
-                ProcessResult::Webhook,
                 received.elapsed(),
             );
             return;

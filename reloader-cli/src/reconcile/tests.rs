@@ -408,8 +408,9 @@ fn pause_timers_resume_only_while_leading() {
         (paused_at.as_str(), Some("1m"), true, true),
         (paused_at.as_str(), Some("1m"), false, false),
         (later.as_str(), Some("1h"), true, false),
-        (later.as_str(), Some(" 1h "), true, false),
-        // Whatever is wrong with the annotations errs towards resuming now.
+        // Whatever is wrong with the annotations errs towards resuming now (a padded period is
+        // not a Go duration).
+        (later.as_str(), Some(" 1h "), true, true),
         (paused_at.as_str(), Some("not a duration"), true, true),
         (later.as_str(), None, true, true),
         ("not a time", Some("1h"), true, true),
@@ -513,5 +514,163 @@ fn catch_up_sweeps() {
             sweep_with(setup, listed, std::slice::from_ref(&web), std::slice::from_ref(&cfg), seen);
         assert_eq!(names, queued, "{name}");
         assert_eq!(got, counts, "{name}");
+    }
+}
+
+/// A workload of `kind` in `ns` that explicitly reloads on ConfigMap `cfg`, reads it, and
+/// carries the env-var marker `hash` for it.
+fn marked(kind: WorkloadKind, name: &str, hash: &str) -> WorkloadView {
+    let template = json!({"spec": {"containers": [{
+        "name": "app",
+        "envFrom": [{"configMapRef": {"name": "cfg"}}],
+        "env": [{"name": "STAKATER_CFG_CONFIGMAP", "value": hash}],
+    }]}});
+    let metadata = json!({"name": name, "namespace": "ns", "annotations": {CM_RELOAD: "cfg"}});
+    let spec = match kind {
+        WorkloadKind::CronJob => {
+            json!({"schedule": "0 0 1 1 *", "jobTemplate": {"spec": {"template": template}}})
+        }
+        _ => json!({"selector": {}, "template": template}),
+    };
+    let object = json!({"metadata": metadata, "spec": spec});
+    let loaded = match kind {
+        WorkloadKind::Deployment => Loaded::Deployment(serde_json::from_value(object).unwrap()),
+        WorkloadKind::Job => Loaded::Job(serde_json::from_value(object).unwrap()),
+        WorkloadKind::CronJob => Loaded::CronJob(serde_json::from_value(object).unwrap()),
+        other => panic!("no fixture for {other:?}"),
+    };
+    workload_view(&loaded, &AnnotationKeys::default())
+}
+
+#[test]
+fn catch_up_converges_long_running_kinds_only() {
+    // Every workload records H2 for `cfg`, which is H1 now.
+    let workloads = [
+        marked(WorkloadKind::Deployment, "web", H2),
+        marked(WorkloadKind::Job, "migrate", H2),
+        marked(WorkloadKind::CronJob, "nightly", H2),
+    ];
+    let cfg = configmap("ns", "cfg", H1);
+    let changed = configmap("ns", "cfg", H2);
+    let setup = Setup::default();
+    type Row<'a> = (&'a str, bool, Vec<(ResourceView, ResourceEventKind)>, (usize, usize));
+    let cases: Vec<Row> = vec![
+        ("stale markers", false, vec![], (1, 0)),
+        ("stale markers, listed as created", true, vec![], (2, 0)),
+        ("a change seen as a standby", false, vec![(changed, ResourceEventKind::Updated)], (1, 1)),
+    ];
+    for (name, listed, seen, counts) in cases {
+        let (names, got) = sweep_with(&setup, listed, &workloads, std::slice::from_ref(&cfg), seen);
+        assert!(names.iter().all(|n| n == "web"), "{name}: a batch kind was caught up: {names:?}");
+        assert_eq!(got, counts, "{name}");
+    }
+    for kind in WorkloadKind::ALL {
+        let long_running = !matches!(kind, WorkloadKind::Job | WorkloadKind::CronJob);
+        assert_eq!(kind.is_long_running(), long_running, "{kind:?}");
+    }
+}
+
+/// Records what `--webhook-url` would be told: (event, name).
+#[derive(Default, Clone)]
+struct FakeNotifier(Arc<Mutex<Vec<(&'static str, String)>>>);
+
+impl super::ResourceNotifier for FakeNotifier {
+    fn notify(&self, notice: crate::notify::webhook::ResourceNotice) {
+        self.0.lock().unwrap().push((notice.event.as_label(), notice.name));
+    }
+}
+
+impl FakeNotifier {
+    fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.0.lock().unwrap().iter().map(|(_, name)| name.clone()).collect();
+        names.sort();
+        names
+    }
+}
+
+#[test]
+fn webhook_mode_posts_every_change_and_queues_nothing() {
+    use Event::{Applied, Deleted};
+    let changed = || configmap("ns", "cfg", H2);
+    // (name, setup, event, notified)
+    let cases: Vec<(&str, Setup, Event, &[&str])> = vec![
+        ("a change", Setup::default(), Applied(changed(), Phase::Live), &["cfg"]),
+        // Stakater posts before reading the resource's annotations.
+        (
+            "an ignored resource's change",
+            Setup::default(),
+            Applied(ignored(changed()), Phase::Live),
+            &["cfg"],
+        ),
+        ("the same content", Setup::default(), Applied(configmap("ns", "cfg", H1), Phase::Live), &[]),
+        (
+            "a standby posts nothing",
+            Setup { leader: false, ..Setup::default() },
+            Applied(changed(), Phase::Live),
+            &[],
+        ),
+        ("a delete without --reload-on-delete", Setup::default(), Deleted(changed()), &[]),
+        (
+            "a delete with it",
+            Setup { reload_on_delete: true, ..Setup::default() },
+            Deleted(changed()),
+            &["cfg"],
+        ),
+        (
+            "a create with --reload-on-create",
+            Setup { reload_on_create: true, ..Setup::default() },
+            Applied(configmap("ns", "new", H1), Phase::Live),
+            &["new"],
+        ),
+        (
+            "out of scope",
+            Setup {
+                scope: NamespaceScope::All { ignore: vec!["ns".into()], selector: None },
+                ..Setup::default()
+            },
+            Applied(changed(), Phase::Live),
+            &[],
+        ),
+    ];
+    for (name, setup, event, notified) in cases {
+        let mut stage =
+            stage(&setup, &[explicit("ns", "web"), auto("ns", "api")], &[configmap("ns", "cfg", H1)]);
+        let notifier = FakeNotifier::default();
+        stage.reconciler.notifier = Some(Box::new(notifier.clone()));
+        match event {
+            Applied(view, phase) => stage.reconciler.resource_applied(view, phase),
+            Deleted(view) => stage.reconciler.resource_deleted(view),
+        }
+        assert_eq!(notifier.names(), *notified, "{name}");
+        assert!(stage.queue.names().is_empty(), "{name}: webhook mode queued a write");
+    }
+}
+
+#[test]
+fn webhook_mode_catch_up_announces_listed_resources_only_with_sync_after_restart() {
+    use super::catch_up::announce_listed;
+    let spc = ResourceView {
+        key: ResourceKey::new(ResourceKind::SecretProviderClass, "ns", "vault"),
+        ..configmap("ns", "x", H1)
+    };
+    let resources = [
+        configmap("ns", "cfg", H1),
+        ignored(configmap("ns", "quiet", H1)),
+        configmap("other", "far", H1),
+        spc,
+    ];
+    let only_ns = Setup {
+        scope: NamespaceScope::All { ignore: vec!["other".into()], selector: None },
+        ..Setup::default()
+    };
+    for (listed_as_created, announced) in [(false, &[][..]), (true, &["cfg", "quiet"][..])] {
+        let stage = stage(&only_ns, &[marked(WorkloadKind::Deployment, "web", H2)], &resources);
+        let notifier = FakeNotifier::default();
+        let config = CatchUpConfig { decide: DecideOptions::default(), listed_as_created };
+        let index = stage.reconciler.index.read().unwrap();
+        let count = announce_listed(&index, &stage.reconciler.scope, &config, &notifier);
+        assert_eq!(notifier.names(), announced, "listed as created: {listed_as_created}");
+        assert_eq!(count, announced.len());
+        assert!(notifier.0.lock().unwrap().iter().all(|(event, _)| *event == "create"));
     }
 }

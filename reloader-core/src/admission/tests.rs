@@ -379,7 +379,7 @@ fn index(resources: &[(ResourceKey, ContentHash)]) -> Index {
 }
 
 fn stamp(kind: WorkloadKind, new: &Value, index: &Index, strategy: ReloadStrategy) -> Vec<Value> {
-    let opts = DecideOptions { auto_reload_all: false, strategy };
+    let opts = DecideOptions { strategy, ..DecideOptions::default() };
     stamp_markers(new, template_pointer(kind), &view_of(kind, new), index, &opts, &keys(), NOW)
 }
 

@@ -6,7 +6,7 @@ use std::fmt;
 
 use super::explicit::{ExplicitEntry, compile, explicit_entries, short_regex_error};
 use crate::annotations::{AnnotationKeys, ReloadAnnotations, kind_index};
-use crate::duration::{DurationError, parse_go_duration};
+use crate::duration::{DurationError, parse_pause_period};
 use crate::model::{ResourceKind, WorkloadKind};
 use crate::naming::env_var_name;
 use crate::views::WorkloadView;
@@ -108,7 +108,7 @@ fn invalid_pause_period(view: &WorkloadView, keys: &AnnotationKeys) -> Option<An
     if view.key.kind != WorkloadKind::Deployment {
         return None;
     }
-    let error = parse_go_duration(view.pause_period.as_deref()?.trim()).err()?;
+    let error = parse_pause_period(view.pause_period.as_deref()?).err()?;
     Some(AnnotationProblem::InvalidPausePeriod { key: keys.pause_period.as_str().into(), error })
 }
 

@@ -5,7 +5,7 @@
 use super::{ExplainSettings, RulesInEffect, rules_in_effect};
 use crate::annotations::{AnnotationKeys, kind_index, parse_go_bool, split_list};
 use crate::decide::{Rule, SkipReason, effective_rules, explicit_entries};
-use crate::duration::parse_go_duration;
+use crate::duration::parse_pause_period;
 use crate::model::{ReloadStrategy, ResourceKey, ResourceKind, WorkloadKind};
 use crate::naming::env_var_name;
 use crate::views::{ResourceView, WorkloadView};
@@ -168,13 +168,10 @@ fn action(view: &WorkloadView, key: &ResourceKey, container: &str, settings: &Ex
         ),
         _ => format!("set {record}"),
     };
-    let period = view.pause_period.as_deref().and_then(|p| parse_go_duration(p.trim()).ok());
+    let period = view.pause_period.as_deref().filter(|p| matches!(parse_pause_period(p), Ok(Some(_))));
     let pause = match period {
-        Some(period) if view.key.kind == WorkloadKind::Deployment && !period.is_zero() => {
-            format!(
-                ", then pause the Deployment for {}",
-                view.pause_period.as_deref().unwrap_or_default().trim()
-            )
+        Some(period) if view.key.kind == WorkloadKind::Deployment => {
+            format!(", then pause the Deployment for {period}")
         }
         _ => String::new(),
     };

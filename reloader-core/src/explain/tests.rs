@@ -164,7 +164,7 @@ fn the_annotation_strategy_reads_last_reloaded_from() {
         .annotate_template(LAST_RELOADED_FROM, &record)
         .env("app", "STAKATER_OLD_CONFIGMAP", "abc");
     let settings = ExplainSettings {
-        decide: DecideOptions { strategy: ReloadStrategy::Annotations, auto_reload_all: false },
+        decide: DecideOptions { strategy: ReloadStrategy::Annotations, ..DecideOptions::default() },
         ..ExplainSettings::default()
     };
     let explanation = explained_with(&workload, std::slice::from_ref(&current), &settings);
@@ -230,7 +230,11 @@ fn scope_settings_and_kind_specific_writes_change_the_next_change() {
     let dry_run = ExplainSettings { dry_run: true, ..ExplainSettings::default() };
     let on_create = ExplainSettings { reload_on_create: true, ..ExplainSettings::default() };
     let all = ExplainSettings {
-        decide: DecideOptions { auto_reload_all: true, strategy: ReloadStrategy::EnvVars },
+        decide: DecideOptions {
+            auto_reload_all: true,
+            strategy: ReloadStrategy::EnvVars,
+            ..DecideOptions::default()
+        },
         ..ExplainSettings::default()
     };
     let cases: Vec<(&str, TestWorkload, Vec<ResourceView>, ExplainSettings, &str)> = vec![

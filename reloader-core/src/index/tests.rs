@@ -176,7 +176,7 @@ fn marked(
 #[test]
 fn catch_up_reloads_stale_markers_once() {
     for strategy in [ReloadStrategy::EnvVars, ReloadStrategy::Annotations] {
-        let opts = DecideOptions { auto_reload_all: false, strategy };
+        let opts = DecideOptions { strategy, ..DecideOptions::default() };
         let current = cm("c").with_hash(hash("v2"));
         let pattern = cm("app-1").with_hash(hash("v2"));
         let auto = || deployment("x").annotate(AUTO, "true").uses_cm("app", "c", EnvFrom);

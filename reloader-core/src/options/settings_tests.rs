@@ -34,6 +34,15 @@ fn warnings() {
             "--webhook-tls-cert/--webhook-tls-key have no effect without --admission-webhook",
         ),
         (
+            |r| {
+                r.webhook_url = "https://hooks.example/x".parse().unwrap();
+                r.admission_webhook = true;
+                r.webhook_tls_cert = Some("/c".into());
+                r.webhook_tls_key = Some("/k".into());
+            },
+            "--admission-webhook patches nothing with --webhook-url: that mode never writes a workload",
+        ),
+        (
             |r| r.alert_on_reload = Some("yes".into()),
             r#"ALERT_ON_RELOAD="yes" is not a boolean; alerts are off"#,
         ),

@@ -121,7 +121,11 @@ fn default_options() {
     );
     assert_eq!(
         o.decide_options(),
-        DecideOptions { auto_reload_all: false, strategy: ReloadStrategy::EnvVars }
+        DecideOptions {
+            auto_reload_all: false,
+            strategy: ReloadStrategy::EnvVars,
+            allow_suspended_cronjobs: false
+        }
     );
 }
 

@@ -74,6 +74,12 @@ impl RawOptions {
         let ignored_secret_types =
             list("--ignored-secret-types", &self.ignored_secret_types)?.into_iter().collect();
         let admission_webhook = self.admission_webhook(metrics_addr, &mut warnings)?;
+        if admission_webhook.is_some() && webhook_url.is_some() {
+            warnings.push(
+                "--admission-webhook patches nothing with --webhook-url: that mode never writes a workload"
+                    .into(),
+            );
+        }
         let otlp_endpoint = match non_blank(self.otlp_endpoint.as_deref()) {
             Some(url) if !is_http_url(&url) => {
                 return Err(invalid("--otlp-endpoint", url, "expected an http:// or https:// URL"));

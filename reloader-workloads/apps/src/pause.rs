@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use reloader_core::annotations::AnnotationKeys;
-use reloader_core::duration::parse_go_duration;
+use reloader_core::duration::parse_pause_period;
 use reloader_core::model::WorkloadKind;
 use reloader_core::views::WorkloadView;
 
@@ -33,17 +33,17 @@ pub fn pause_deadline(view: &WorkloadView) -> Option<PauseDeadline> {
     }
     let paused_at = view.paused_at.as_deref()?;
     Some(PauseDeadline {
-        paused_at: chrono::DateTime::parse_from_rfc3339(paused_at.trim())
+        paused_at: chrono::DateTime::parse_from_rfc3339(paused_at)
             .map(SystemTime::from)
             .unwrap_or(SystemTime::UNIX_EPOCH),
-        period: view.pause_period.as_deref().and_then(parse_period).unwrap_or(Duration::ZERO),
+        period: view.pause_period.as_deref().and_then(period_of).unwrap_or(Duration::ZERO),
     })
 }
 
 /// The pause period a reload should start, if the workload asks for one. A zero period, or one
 /// that does not parse, pauses nothing (the reload itself still happens).
 pub(crate) fn period(meta: &ObjectMeta, keys: &AnnotationKeys) -> Option<Duration> {
-    annotation(meta, &keys.pause_period).and_then(parse_period)
+    annotation(meta, &keys.pause_period).and_then(period_of)
 }
 
 pub(crate) fn paused_at<'m>(meta: &'m ObjectMeta, keys: &AnnotationKeys) -> Option<&'m str> {
@@ -54,6 +54,7 @@ fn annotation<'m>(meta: &'m ObjectMeta, key: &str) -> Option<&'m str> {
     meta.annotations.as_ref().and_then(|a| a.get(key)).map(String::as_str)
 }
 
-fn parse_period(value: &str) -> Option<Duration> {
-    parse_go_duration(value.trim()).ok().filter(|d| !d.is_zero())
+/// Read by core's one parser, as Stakater reads it; unreadable counts as none.
+fn period_of(value: &str) -> Option<Duration> {
+    parse_pause_period(value).ok().flatten()
 }

@@ -10,7 +10,11 @@ fn skip(reason: SkipReason) -> Decision {
     Decision::Skip(reason)
 }
 
-const ALL: DecideOptions = DecideOptions { auto_reload_all: true, strategy: ReloadStrategy::EnvVars };
+const ALL: DecideOptions = DecideOptions {
+    auto_reload_all: true,
+    strategy: ReloadStrategy::EnvVars,
+    allow_suspended_cronjobs: false,
+};
 
 struct Case {
     name: String,
@@ -469,6 +473,18 @@ fn decision_cases() -> Vec<Case> {
             d().kind(WorkloadKind::CronJob).suspended().annotate(CM_RELOAD, "c"),
             cm("c"),
             skip(SkipReason::Suspended),
+        ),
+        with_opts(
+            case(
+                "suspended CronJob with --allow-suspended-cronjobs (Stakater's behaviour)",
+                d().kind(WorkloadKind::CronJob)
+                    .suspended()
+                    .annotate(CM_RELOAD, "c")
+                    .uses_cm("app", "c", EnvFrom),
+                cm("c"),
+                reload(Rule::Explicit, 0),
+            ),
+            DecideOptions { allow_suspended_cronjobs: true, ..DecideOptions::default() },
         ),
         case(
             "no template but not selected either",

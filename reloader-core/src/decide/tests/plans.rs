@@ -171,7 +171,7 @@ fn plan_cases() -> Vec<PlanCase> {
 fn plans() {
     let mut failures = Vec::new();
     for case in plan_cases() {
-        let opts = DecideOptions { auto_reload_all: false, strategy: case.strategy };
+        let opts = DecideOptions { strategy: case.strategy, ..DecideOptions::default() };
         let got = plan(&case.workload.view(), &case.resource, case.event, &opts);
         let want = case.want.map(|action| MarkerChange {
             resource: case.resource.key.clone(),

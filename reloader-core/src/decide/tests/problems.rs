@@ -70,8 +70,16 @@ fn problems() {
         },
         ProblemCase {
             name: "a valid pause period",
-            workload: deployment("web").annotate(PAUSE_PERIOD, " 1m30s "),
+            workload: deployment("web").annotate(PAUSE_PERIOD, "1m30s"),
             want: vec![],
+        },
+        ProblemCase {
+            name: "a padded pause period is not a duration (Go's time.ParseDuration, as Stakater)",
+            workload: deployment("web").annotate(PAUSE_PERIOD, " 1m30s "),
+            want: vec![
+                "annotation deployment.reloader.stakater.com/pause-period on the workload: invalid duration \
+                 \" 1m30s \"; reloads happen without a pause",
+            ],
         },
         ProblemCase {
             name: "zero pause period",
