@@ -13,7 +13,7 @@ use reloader_harness::free_port;
 use reloader_harness::process::{self, Process};
 
 /// Why the Stakater column is empty unless `STAKATER_BIN` names a binary.
-pub const STAKATER_UNAVAILABLE: &str = "unavailable: module proxy refuses github.com/stakater/Reloader";
+pub const STAKATER_UNAVAILABLE: &str = "unavailable: STAKATER_BIN names no Stakater Reloader binary";
 /// Stakater v1 serves `/metrics` and `/live` on a fixed port; it has no `--metrics-addr`.
 const STAKATER_PORT: u16 = 9090;
 const READY_POLL: Duration = Duration::from_millis(20);
