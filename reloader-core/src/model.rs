@@ -194,7 +194,12 @@ pub(crate) enum RefVia {
     EnvFrom,
 }
 
-impl RefVia {}
+impl RefVia {
+    /// A volume of the pod spec (plain, projected or CSI), as opposed to an env reference.
+    pub(crate) fn is_volume(self) -> bool {
+        matches!(self, RefVia::Volume | RefVia::Projected | RefVia::Csi)
+    }
+}
 
 /// One use of a resource by a pod spec.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
