@@ -137,7 +137,8 @@ fn marker_container_choice() {
     const EXPLICIT: bool = false;
     const AUTO: bool = true;
     let three = || deployment("web").containers(&["a", "b", "c"]).init_containers(&["init"]);
-    let cases: Vec<(&str, TestWorkload, ResourceKind, bool, Result<u16, NoMarkerContainer>)> = vec![
+    type Case = (&'static str, TestWorkload, ResourceKind, bool, Result<u16, NoMarkerContainer>);
+    let cases: Vec<Case> = vec![
         ("the container mounting the volume", three().uses("c", ConfigMap, "x", Vol), ConfigMap, AUTO, Ok(2)),
         (
             "a projected volume counts as mounting",
