@@ -11,7 +11,7 @@ use reloader_core::annotations::AnnotationKeys;
 use reloader_core::decide::{DecideOptions, ResourceEventKind};
 use reloader_core::index::Index;
 use reloader_core::model::{
-    ContentHash, ReloadStrategy, ResourceKey, ResourceKind, WorkloadKey, WorkloadKind,
+    ContentHash, ReloadStrategy, ResourceKey, ResourceKind, ResourceVersion, WorkloadKey, WorkloadKind,
 };
 use reloader_core::options::NamespaceScope;
 use reloader_core::views::{ResourceView, WorkloadView};
@@ -73,6 +73,7 @@ fn configmap(namespace: &str, name: &str, hash: &str) -> ResourceView {
         hash: ContentHash::from_hex(hash).unwrap(),
         matched: false,
         ignored: false,
+        version: None,
     }
 }
 
@@ -514,4 +515,125 @@ fn catch_up_sweeps() {
         assert_eq!(names, queued, "{name}");
         assert_eq!(got, counts, "{name}");
     }
+}
+
+fn at(version: &str, mut view: ResourceView) -> ResourceView {
+    view.version = ResourceVersion::parse(version);
+    view
+}
+
+fn workload_at(version: &str, mut view: WorkloadView) -> WorkloadView {
+    view.version = ResourceVersion::parse(version);
+    view
+}
+
+/// Posts nothing; only its presence matters (webhook mode).
+struct SilentNotifier;
+
+impl super::ResourceNotifier for SilentNotifier {
+    fn notify(&self, _notice: crate::notify::webhook::ResourceNotice) {}
+}
+
+/// docs/behaviour.md §O through the reconciler: the resource watch runs ahead of the workload
+/// watch; the workload's events then queue what the index met first, under the change's filters.
+#[test]
+fn a_change_met_before_the_workload_is_queued_when_it_arrives() {
+    use Phase::{InitialList, Live};
+    let listed = || at("5", configmap("ns", "cfg", H1));
+    let changed = || at("20", configmap("ns", "cfg", H2));
+    let created = || at("20", configmap("ns", "cfg", H1));
+    type Row = (&'static str, Setup, Vec<(ResourceView, Phase)>, Vec<WorkloadView>, &'static [&'static str]);
+    let rows: Vec<Row> = vec![
+        (
+            "ADDED after the change it predates",
+            Setup::default(),
+            vec![(listed(), InitialList), (changed(), Live)],
+            vec![workload_at("10", auto("ns", "api"))],
+            &["api"],
+        ),
+        (
+            "created after the change",
+            Setup::default(),
+            vec![(listed(), InitialList), (changed(), Live)],
+            vec![workload_at("30", auto("ns", "api"))],
+            &[],
+        ),
+        (
+            "queued once: its own status updates replay nothing",
+            Setup::default(),
+            vec![(listed(), InitialList), (changed(), Live)],
+            vec![workload_at("10", auto("ns", "api")), workload_at("15", auto("ns", "api"))],
+            &["api"],
+        ),
+        (
+            "the initial list of resources is no change",
+            Setup::default(),
+            vec![(at("20", configmap("ns", "cfg", H2)), InitialList)],
+            vec![workload_at("10", auto("ns", "api"))],
+            &[],
+        ),
+        (
+            "a create without --reload-on-create",
+            Setup::default(),
+            vec![(created(), Live)],
+            vec![workload_at("10", explicit("ns", "web"))],
+            &[],
+        ),
+        (
+            "a create with --reload-on-create",
+            Setup { reload_on_create: true, ..Setup::default() },
+            vec![(created(), Live)],
+            vec![workload_at("10", explicit("ns", "web"))],
+            &["web"],
+        ),
+        (
+            "an ignored namespace",
+            Setup {
+                scope: NamespaceScope::All { ignore: vec!["ns".into()], selector: None },
+                ..Setup::default()
+            },
+            vec![(listed(), InitialList), (changed(), Live)],
+            vec![workload_at("10", auto("ns", "api"))],
+            &[],
+        ),
+        (
+            "an ignored resource",
+            Setup::default(),
+            vec![(listed(), InitialList), (ignored(changed()), Live)],
+            vec![workload_at("10", auto("ns", "api"))],
+            &[],
+        ),
+        (
+            "a standby queues too (the executor drops it)",
+            Setup { leader: false, ..Setup::default() },
+            vec![(listed(), InitialList), (changed(), Live)],
+            vec![workload_at("10", auto("ns", "api"))],
+            &["api"],
+        ),
+        (
+            "no resourceVersion on the workload",
+            Setup::default(),
+            vec![(listed(), InitialList), (changed(), Live)],
+            vec![auto("ns", "api")],
+            &[],
+        ),
+    ];
+    for (name, setup, resource_events, workload_events, queued) in rows {
+        let stage = stage(&setup, &[], &[]);
+        for (view, phase) in resource_events {
+            stage.reconciler.resource_applied(view, phase);
+        }
+        for view in workload_events {
+            stage.reconciler.workload_applied(view);
+        }
+        assert_eq!(stage.queue.names(), queued, "{name}");
+    }
+
+    // Webhook mode posted the change when it came: the workload adds nothing.
+    let mut stage = stage(&Setup::default(), &[], &[]);
+    stage.reconciler.notifier = Some(Box::new(SilentNotifier));
+    stage.reconciler.resource_applied(listed(), InitialList);
+    stage.reconciler.resource_applied(changed(), Live);
+    stage.reconciler.workload_applied(workload_at("10", auto("ns", "api")));
+    assert_eq!(stage.queue.names(), Vec::<String>::new(), "webhook mode");
 }
