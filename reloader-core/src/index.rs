@@ -131,10 +131,23 @@ impl Index {
         self.resources.iter().map(|stored| &stored.view)
     }
 
-    /// Stores `view`, returning the view it replaces.
+    /// Stores `view` from a list, returning the view it replaces. A workload new to the index
+    /// gets no creation version: a listed version is its last change, not its creation.
     pub fn upsert_workload(&mut self, view: WorkloadView) -> Option<WorkloadView> {
+        self.store_workload(view, false)
+    }
+
+    /// Stores `view` from a live watch event, returning the view it replaces. A workload the index
+    /// did not know comes from its ADDED event, whose version is the one that created it: changes
+    /// with a smaller version are never planned for it (docs/behaviour.md §O).
+    pub fn upsert_watched_workload(&mut self, view: WorkloadView) -> Option<WorkloadView> {
+        self.store_workload(view, true)
+    }
+
+    fn store_workload(&mut self, view: WorkloadView, watched: bool) -> Option<WorkloadView> {
         let Some(&id) = self.workloads.ids.get(&view.key) else {
-            let id = self.workloads.insert(view);
+            let created = if watched { view.version } else { None };
+            let id = self.workloads.insert(view, created);
             self.lookup.add(id, self.workloads.get(id).expect("just inserted"));
             return None;
         };
@@ -173,15 +186,23 @@ impl Index {
         views
     }
 
-    /// `plan` for every candidate of `resource`, in candidate order.
+    /// `plan` for every candidate of `resource`, in candidate order, leaving out the workloads
+    /// created after the change: `resource.version` is the version of the change being planned,
+    /// compared with the creation version of the workloads seen through their ADDED event
+    /// (docs/behaviour.md §O; unknown on either side: not left out).
     pub fn plan_changes(
         &self,
         resource: &ResourceView,
         event: ResourceEventKind,
         opts: &DecideOptions,
     ) -> Vec<(WorkloadKey, Result<MarkerChange, SkipReason>)> {
+        let created_after = |workload: &WorkloadView| {
+            let created = self.workloads.ids.get(&workload.key).and_then(|&id| self.workloads.created(id));
+            matches!((created, resource.version), (Some(created), Some(changed)) if created > changed)
+        };
         self.candidates(&resource.key)
             .into_iter()
+            .filter(|workload| !created_after(workload))
             .map(|workload| (workload.key.clone(), plan(workload, resource, event, opts)))
             .collect()
     }
@@ -327,25 +348,30 @@ impl Borrow<ResourceKey> for StoredResource {
 
 type WorkloadId = u32;
 
-/// Workload views by id, with the key → id map. Freed ids are reused.
+/// Workload views by id, with the key → id map and each one's creation version. Freed ids are
+/// reused.
 #[derive(Debug, Default)]
 struct Slab {
     slots: Vec<Option<WorkloadView>>,
+    /// Per slot, the version that created the workload when its ADDED event was seen.
+    created: Vec<Option<ResourceVersion>>,
     free: Vec<WorkloadId>,
     ids: HashMap<WorkloadKey, WorkloadId>,
 }
 
 impl Slab {
-    fn insert(&mut self, view: WorkloadView) -> WorkloadId {
+    fn insert(&mut self, view: WorkloadView, created: Option<ResourceVersion>) -> WorkloadId {
         let key = view.key.clone();
         let id = match self.free.pop() {
             Some(id) => {
                 self.slots[id as usize] = Some(view);
+                self.created[id as usize] = created;
                 id
             }
             None => {
                 let id = WorkloadId::try_from(self.slots.len()).expect("fewer than 2^32 workloads");
                 self.slots.push(Some(view));
+                self.created.push(created);
                 id
             }
         };
@@ -355,6 +381,10 @@ impl Slab {
 
     fn get(&self, id: WorkloadId) -> Option<&WorkloadView> {
         self.slots.get(id as usize).and_then(Option::as_ref)
+    }
+
+    fn created(&self, id: WorkloadId) -> Option<ResourceVersion> {
+        self.created.get(id as usize).copied().flatten()
     }
 
     fn slot_mut(&mut self, id: WorkloadId) -> &mut WorkloadView {

@@ -153,8 +153,11 @@ impl Reconciler {
             );
             return;
         }
-        // The last known flags (ignore/match) decide, as for any other event.
-        self.dispatch(&removed.unwrap_or(view), ResourceEventKind::Deleted, received);
+        // The last known flags (ignore/match) decide, as for any other event; the version is the
+        // deletion's (docs/behaviour.md §O).
+        let version = view.version;
+        let decided = ResourceView { version, ..removed.unwrap_or(view) };
+        self.dispatch(&decided, ResourceEventKind::Deleted, received);
     }
 
     /// After a (re)list: resources the index holds in that scope but the list did not return
@@ -180,7 +183,8 @@ impl Reconciler {
                 self.index.write().expect("index lock").remove_resource(&view.key);
             } else {
                 info!(resource = %view.key, "resource disappeared while the watch was restarting");
-                self.resource_deleted(view);
+                // When it went is unknown: no workload is left out as created after it.
+                self.resource_deleted(ResourceView { version: None, ..view });
             }
         }
         let stats = self.index.read().expect("index lock").stats();
@@ -189,13 +193,16 @@ impl Reconciler {
 
     /// A workload was listed or changed: index it, track its pause, check its annotations, and
     /// queue the changes the index met before it (docs/behaviour.md §O).
-    pub(crate) fn workload_applied(&self, view: WorkloadView) {
+    pub(crate) fn workload_applied(&self, view: WorkloadView, phase: Phase) {
         let received = Instant::now();
         self.pauses.observe(&view);
         let problems = annotation_problems(&view, &self.config.keys);
         let key = view.key.clone();
         let mut index = self.index.write().expect("index lock");
-        let previous = index.upsert_workload(view);
+        let previous = match phase {
+            Phase::Live => index.upsert_watched_workload(view),
+            Phase::InitialList | Phase::Relist => index.upsert_workload(view),
+        };
         let missed = index.missed_changes(&key, previous.as_ref(), &self.config.decide);
         // Report bad annotations once per change of the annotations, not on every status update.
         let rules_changed = previous.as_ref().is_none_or(|p| {

@@ -365,7 +365,7 @@ fn a_relist_leaves_other_kinds_and_namespaces_alone() {
 fn workload_changes_go_through_reconcile() {
     let stage = stage(&Setup::default(), &[], &[configmap("ns", "cfg", H1)]);
     let web = explicit("ns", "web");
-    stage.reconciler.workload_applied(web.clone());
+    stage.reconciler.workload_applied(web.clone(), Phase::Live);
     assert!(stage.reconciler.index.read().unwrap().workload(&web.key).is_some(), "indexed");
     // Now a change to its ConfigMap finds it without any list.
     stage.reconciler.resource_applied(configmap("ns", "cfg", H2), Phase::Live);
@@ -374,9 +374,9 @@ fn workload_changes_go_through_reconcile() {
     stage.reconciler.workload_deleted(&web.key);
     assert!(stage.reconciler.index.read().unwrap().workload(&web.key).is_none(), "removed");
 
-    stage.reconciler.workload_applied(web.clone());
+    stage.reconciler.workload_applied(web.clone(), Phase::Live);
     let api = auto("other", "api");
-    stage.reconciler.workload_applied(api.clone());
+    stage.reconciler.workload_applied(api.clone(), Phase::Live);
     let seen: HashSet<WorkloadKey> = HashSet::new();
     stage.reconciler.workloads_relisted(WorkloadKind::Deployment, Some("ns"), &seen);
     let index = stage.reconciler.index.read().unwrap();
@@ -388,10 +388,10 @@ fn workload_changes_go_through_reconcile() {
 async fn annotation_problems_are_reported_once_per_change_of_the_annotations() {
     let stage = stage(&Setup::default(), &[], &[]);
     let broken = deployment("ns", "web", &[(CM_RELOAD, "cfg-[(")], None);
-    stage.reconciler.workload_applied(broken.clone());
+    stage.reconciler.workload_applied(broken.clone(), Phase::Live);
     // A status update: same annotations, no new Event.
-    stage.reconciler.workload_applied(broken.clone());
-    stage.reconciler.workload_applied(explicit("ns", "fine"));
+    stage.reconciler.workload_applied(broken.clone(), Phase::Live);
+    stage.reconciler.workload_applied(explicit("ns", "fine"), Phase::Live);
     for _ in 0..10 {
         tokio::task::yield_now().await;
     }
@@ -624,7 +624,7 @@ fn a_change_met_before_the_workload_is_queued_when_it_arrives() {
             stage.reconciler.resource_applied(view, phase);
         }
         for view in workload_events {
-            stage.reconciler.workload_applied(view);
+            stage.reconciler.workload_applied(view, Phase::Live);
         }
         assert_eq!(stage.queue.names(), queued, "{name}");
     }
@@ -634,6 +634,27 @@ fn a_change_met_before_the_workload_is_queued_when_it_arrives() {
     stage.reconciler.notifier = Some(Box::new(SilentNotifier));
     stage.reconciler.resource_applied(listed(), InitialList);
     stage.reconciler.resource_applied(changed(), Live);
-    stage.reconciler.workload_applied(workload_at("10", auto("ns", "api")));
+    stage.reconciler.workload_applied(workload_at("10", auto("ns", "api")), Phase::Live);
     assert_eq!(stage.queue.names(), Vec::<String>::new(), "webhook mode");
+}
+
+/// docs/behaviour.md §O, the other order: the workload watch runs ahead. A workload whose ADDED
+/// event carries a version greater than the change's was created after it and does not reload;
+/// a listed one (creation unknown) and one created before the change do.
+#[test]
+fn a_workload_created_after_a_change_does_not_reload_for_it() {
+    use Phase::{InitialList, Live, Relist};
+    let rows: [(&str, &str, Phase, &[&str]); 4] = [
+        ("ADDED after the change", "30", Live, &[]),
+        ("ADDED before the change", "10", Live, &["api"]),
+        ("listed by a relist: creation unknown", "30", Relist, &["api"]),
+        ("listed at start: creation unknown", "30", InitialList, &["api"]),
+    ];
+    for (name, workload_version, phase, queued) in rows {
+        let stage = stage(&Setup::default(), &[], &[]);
+        stage.reconciler.resource_applied(at("5", configmap("ns", "cfg", H1)), InitialList);
+        stage.reconciler.workload_applied(workload_at(workload_version, auto("ns", "api")), phase);
+        stage.reconciler.resource_applied(at("20", configmap("ns", "cfg", H2)), Live);
+        assert_eq!(stage.queue.names(), queued, "{name}");
+    }
 }

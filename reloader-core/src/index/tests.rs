@@ -457,3 +457,32 @@ fn resource_versions_parse_as_decimal_numbers_only() {
     }
     assert!(ResourceVersion::parse("9") < ResourceVersion::parse("10"));
 }
+
+/// docs/behaviour.md §O: a workload whose ADDED event came after the change (a greater creation
+/// version) is not planned for it; one whose creation version is unknown always is.
+#[test]
+fn plan_changes_leave_out_workloads_created_after_the_change() {
+    let auto = |name: &str| deployment(name).annotate(AUTO, "true").uses_cm("app", "c", EnvFrom);
+    let mut index = Index::default();
+    index.upsert_watched_workload(auto("watched-before").at_version("10").view());
+    index.upsert_watched_workload(auto("watched-after").at_version("30").view());
+    index.upsert_workload(auto("listed-after").at_version("30").view());
+    index.upsert_watched_workload(auto("unversioned").view());
+    index.upsert_watched_workload(auto("modified-after").at_version("10").view());
+    // A later event of a known workload (a status update) does not move its creation.
+    index.upsert_watched_workload(auto("modified-after").at_version("31").view());
+    let planned = |resource: &ResourceView| -> Vec<String> {
+        let plans = index.plan_changes(resource, ResourceEventKind::Updated, &DecideOptions::default());
+        plans.into_iter().filter(|(_, plan)| plan.is_ok()).map(|(key, _)| key.name.to_string()).collect()
+    };
+    let changed = cm("c").with_hash(hash("v2"));
+    assert_eq!(
+        planned(&changed.clone().at_version("20")),
+        ["listed-after", "modified-after", "unversioned", "watched-before"]
+    );
+    assert_eq!(
+        planned(&changed),
+        ["listed-after", "modified-after", "unversioned", "watched-after", "watched-before"],
+        "a change without a version leaves nobody out"
+    );
+}
