@@ -15,7 +15,7 @@
 //! change before the workload it concerns. Each resource therefore keeps the resourceVersion of
 //! its last content change, and [`Index::missed_changes`] plans, for a workload seen for the
 //! first time or with new decision inputs, the changes that came after the version it was seen
-//! at (docs/behaviour.md §O).
+//! at (docs/behaviour.md §G).
 
 #[cfg(test)]
 mod tests;
@@ -139,7 +139,7 @@ impl Index {
 
     /// Stores `view` from a live watch event, returning the view it replaces. A workload the index
     /// did not know comes from its ADDED event, whose version is the one that created it: changes
-    /// with a smaller version are never planned for it (docs/behaviour.md §O).
+    /// with a smaller version are never planned for it (docs/behaviour.md §G).
     pub fn upsert_watched_workload(&mut self, view: WorkloadView) -> Option<WorkloadView> {
         self.store_workload(view, true)
     }
@@ -189,7 +189,7 @@ impl Index {
     /// `plan` for every candidate of `resource`, in candidate order, leaving out the workloads
     /// created after the change: `resource.version` is the version of the change being planned,
     /// compared with the creation version of the workloads seen through their ADDED event
-    /// (docs/behaviour.md §O; unknown on either side: not left out).
+    /// (docs/behaviour.md §G; unknown on either side: not left out).
     pub fn plan_changes(
         &self,
         resource: &ResourceView,
@@ -207,7 +207,7 @@ impl Index {
             .collect()
     }
 
-    /// docs/behaviour.md §O: the resource changes the index met before the workload `key` in its
+    /// docs/behaviour.md §G: the resource changes the index met before the workload `key` in its
     /// present form, planned for it alone. `previous` is the view `upsert_workload` replaced.
     ///
     /// A workload seen for the first time, or whose decision inputs changed, is checked against

@@ -140,8 +140,8 @@ impl fmt::Debug for ContentHash {
 }
 
 /// An object's `metadata.resourceVersion`, where it parses as the decimal number etcd-backed API
-/// servers give (comparable within one API server, docs/behaviour.md §O). `0` and anything else
-/// is `None`: the ordering of docs/behaviour.md §O then falls back to not replaying.
+/// servers give (comparable within one API server, docs/behaviour.md §G). `0` and anything else
+/// is `None`: the ordering of docs/behaviour.md §G then falls back to not replaying.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ResourceVersion(std::num::NonZeroU64);
 

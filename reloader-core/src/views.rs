@@ -54,7 +54,7 @@ pub struct WorkloadView {
     /// Argo Rollouts `rollout-strategy: restart`.
     pub restart_strategy: bool,
     /// The `resourceVersion` of the object this view was built from, if it parses: on a watch's
-    /// ADDED event, the version that created it (docs/behaviour.md §O).
+    /// ADDED event, the version that created it (docs/behaviour.md §G).
     pub version: Option<ResourceVersion>,
 }
 

@@ -154,7 +154,7 @@ impl Reconciler {
             return;
         }
         // The last known flags (ignore/match) decide, as for any other event; the version is the
-        // deletion's (docs/behaviour.md §O).
+        // deletion's (docs/behaviour.md §G).
         let version = view.version;
         let decided = ResourceView { version, ..removed.unwrap_or(view) };
         self.dispatch(&decided, ResourceEventKind::Deleted, received);
@@ -192,7 +192,7 @@ impl Reconciler {
     }
 
     /// A workload was listed or changed: index it, track its pause, check its annotations, and
-    /// queue the changes the index met before it (docs/behaviour.md §O).
+    /// queue the changes the index met before it (docs/behaviour.md §G).
     pub(crate) fn workload_applied(&self, view: WorkloadView, phase: Phase) {
         let received = Instant::now();
         self.pauses.observe(&view);
@@ -224,7 +224,7 @@ impl Reconciler {
         }
     }
 
-    /// docs/behaviour.md §O: a change decided before this workload (or this form of it) reached
+    /// docs/behaviour.md §G: a change decided before this workload (or this form of it) reached
     /// the index is queued for it now, under the filters the change itself went through.
     /// Webhook mode posted the change when it came, whatever the workloads.
     fn queue_missed(&self, key: &WorkloadKey, missed: Vec<MissedChange>, received: Instant) {

@@ -534,7 +534,7 @@ impl super::ResourceNotifier for SilentNotifier {
     fn notify(&self, _notice: crate::notify::webhook::ResourceNotice) {}
 }
 
-/// docs/behaviour.md §O through the reconciler: the resource watch runs ahead of the workload
+/// docs/behaviour.md §G through the reconciler: the resource watch runs ahead of the workload
 /// watch; the workload's events then queue what the index met first, under the change's filters.
 #[test]
 fn a_change_met_before_the_workload_is_queued_when_it_arrives() {
@@ -638,7 +638,7 @@ fn a_change_met_before_the_workload_is_queued_when_it_arrives() {
     assert_eq!(stage.queue.names(), Vec::<String>::new(), "webhook mode");
 }
 
-/// docs/behaviour.md §O, the other order: the workload watch runs ahead. A workload whose ADDED
+/// docs/behaviour.md §G, the other order: the workload watch runs ahead. A workload whose ADDED
 /// event carries a version greater than the change's was created after it and does not reload;
 /// a listed one (creation unknown) and one created before the change do.
 #[test]

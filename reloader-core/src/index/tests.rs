@@ -260,7 +260,7 @@ struct MissedCase {
     want: Vec<(&'static str, ResourceEventKind, Option<SkipReason>)>,
 }
 
-/// docs/behaviour.md §O: a change the index met before the workload is planned for it once it is
+/// docs/behaviour.md §G: a change the index met before the workload is planned for it once it is
 /// seen; a workload created after the change is not; every case where the versions cannot tell
 /// plans nothing.
 #[test]
@@ -458,7 +458,7 @@ fn resource_versions_parse_as_decimal_numbers_only() {
     assert!(ResourceVersion::parse("9") < ResourceVersion::parse("10"));
 }
 
-/// docs/behaviour.md §O: a workload whose ADDED event came after the change (a greater creation
+/// docs/behaviour.md §G: a workload whose ADDED event came after the change (a greater creation
 /// version) is not planned for it; one whose creation version is unknown always is.
 #[test]
 fn plan_changes_leave_out_workloads_created_after_the_change() {

@@ -1,4 +1,4 @@
-//! docs/behaviour.md §O on the real control plane: two watches give no order between a
+//! docs/behaviour.md §G on the real control plane: two watches give no order between a
 //! workload's ADDED event and its ConfigMap's or Secret's MODIFIED event, so reloader can meet the
 //! change before the workload. For every rolling kind, 50 workloads are each created and their
 //! resource changed a few milliseconds later (one request each, several pairs in flight at
