@@ -542,26 +542,27 @@ fn a_change_met_before_the_workload_is_queued_when_it_arrives() {
     let listed = || at("5", configmap("ns", "cfg", H1));
     let changed = || at("20", configmap("ns", "cfg", H2));
     let created = || at("20", configmap("ns", "cfg", H1));
+    let changed_at_20 = || vec![(listed(), InitialList), (changed(), Live)];
     type Row = (&'static str, Setup, Vec<(ResourceView, Phase)>, Vec<WorkloadView>, &'static [&'static str]);
     let rows: Vec<Row> = vec![
         (
             "ADDED after the change it predates",
             Setup::default(),
-            vec![(listed(), InitialList), (changed(), Live)],
+            changed_at_20(),
             vec![workload_at("10", auto("ns", "api"))],
             &["api"],
         ),
         (
             "created after the change",
             Setup::default(),
-            vec![(listed(), InitialList), (changed(), Live)],
+            changed_at_20(),
             vec![workload_at("30", auto("ns", "api"))],
             &[],
         ),
         (
             "queued once: its own status updates replay nothing",
             Setup::default(),
-            vec![(listed(), InitialList), (changed(), Live)],
+            changed_at_20(),
             vec![workload_at("10", auto("ns", "api")), workload_at("15", auto("ns", "api"))],
             &["api"],
         ),
@@ -592,7 +593,7 @@ fn a_change_met_before_the_workload_is_queued_when_it_arrives() {
                 scope: NamespaceScope::All { ignore: vec!["ns".into()], selector: None },
                 ..Setup::default()
             },
-            vec![(listed(), InitialList), (changed(), Live)],
+            changed_at_20(),
             vec![workload_at("10", auto("ns", "api"))],
             &[],
         ),
@@ -606,14 +607,14 @@ fn a_change_met_before_the_workload_is_queued_when_it_arrives() {
         (
             "a standby queues too (the executor drops it)",
             Setup { leader: false, ..Setup::default() },
-            vec![(listed(), InitialList), (changed(), Live)],
+            changed_at_20(),
             vec![workload_at("10", auto("ns", "api"))],
             &["api"],
         ),
         (
             "no resourceVersion on the workload",
             Setup::default(),
-            vec![(listed(), InitialList), (changed(), Live)],
+            changed_at_20(),
             vec![auto("ns", "api")],
             &[],
         ),

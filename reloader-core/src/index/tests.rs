@@ -270,17 +270,19 @@ fn missed_changes() {
     let v2 = |name: &str| cm(name).with_hash(hash("v2"));
     let auto = |name: &str| deployment("web").annotate(AUTO, "true").uses_cm("app", name, EnvFrom);
     let case = |name, steps, previous, workload, want| MissedCase { name, steps, previous, workload, want };
+    // Listed at start-up, then its data changed at version 20.
+    let changed_at_20 = || vec![Listed(cm("c").at_version("5")), Watched(v2("c").at_version("20"))];
     let cases = vec![
         case(
             "the change came before the workload's ADDED event, after its creation",
-            vec![Listed(cm("c").at_version("5")), Watched(v2("c").at_version("20"))],
+            changed_at_20(),
             None,
             auto("c").at_version("10"),
             vec![("c", Updated, None)],
         ),
         case(
             "the workload was created after the change",
-            vec![Listed(cm("c").at_version("5")), Watched(v2("c").at_version("20"))],
+            changed_at_20(),
             None,
             auto("c").at_version("30"),
             vec![],
@@ -330,7 +332,7 @@ fn missed_changes() {
         ),
         case(
             "an unparsable workload version: nothing",
-            vec![Listed(cm("c").at_version("5")), Watched(v2("c").at_version("20"))],
+            changed_at_20(),
             None,
             auto("c").at_version("x10"),
             vec![],
@@ -344,21 +346,21 @@ fn missed_changes() {
         ),
         case(
             "a status update (same decision inputs) replays nothing",
-            vec![Listed(cm("c").at_version("5")), Watched(v2("c").at_version("20"))],
+            changed_at_20(),
             Some(auto("c").at_version("8")),
             auto("c").at_version("10"),
             vec![],
         ),
         case(
             "annotated after the change was decided on the old form, before it happened",
-            vec![Listed(cm("c").at_version("5")), Watched(v2("c").at_version("20"))],
+            changed_at_20(),
             Some(deployment("web").uses_cm("app", "c", EnvFrom).at_version("8")),
             auto("c").at_version("10"),
             vec![("c", Updated, None)],
         ),
         case(
             "the decision still has the last word",
-            vec![Listed(cm("c").at_version("5")), Watched(v2("c").at_version("20"))],
+            changed_at_20(),
             None,
             marked(auto("c"), &v2("c"), hash("v2"), ReloadStrategy::EnvVars).at_version("10"),
             vec![("c", Updated, Some(SkipReason::AlreadyCurrent))],
