@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{DynamicObject, ObjectMeta};
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::hash;
-use reloader_core::model::{ContentHash, ResourceKey, ResourceKind};
+use reloader_core::model::{ContentHash, ResourceKey, ResourceKind, ResourceVersion};
 use reloader_core::views::ResourceView;
 use reloader_core::views::WorkloadView;
 
@@ -31,6 +31,7 @@ fn resource_view(
         hash,
         matched: flag(annotations, &keys.search_match),
         ignored: flag(annotations, &keys.ignore),
+        version: meta.resource_version.as_deref().and_then(ResourceVersion::parse),
     }
 }
 

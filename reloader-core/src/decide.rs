@@ -16,7 +16,7 @@ use crate::annotations::{ReloadAnnotations, kind_index, parse_go_bool, split_lis
 use crate::hash::DELETE_MARKER_HASH;
 use crate::markers::{MarkerAction, MarkerChange};
 use crate::model::{ContentHash, ReloadStrategy, ResourceKind};
-use crate::references::{marker_container, references_resource};
+use crate::references::{NoMarkerContainer, marker_container, references_resource};
 use crate::views::{ResourceView, WorkloadView};
 
 /// The options that change decisions.
@@ -53,6 +53,12 @@ impl Rule {
             Rule::AutoReloadAll => "auto_reload_all",
         }
     }
+
+    /// Every rule but the explicit list: Stakater's `autoReload`, which puts the marker only on
+    /// a container that uses the resource (docs/compatibility.md §4.4).
+    fn is_auto(self) -> bool {
+        !matches!(self, Rule::Explicit)
+    }
 }
 
 /// Why a workload does not reload. `as_label` is the `reloader_skipped_total{reason}` value.
@@ -66,7 +72,8 @@ pub enum SkipReason {
     NotAnnotated,
     /// An auto key is set to something other than true, and no other rule selects the resource.
     AutoDisabled,
-    /// An auto or search rule applies, but the pod spec does not use the resource.
+    /// An auto or search rule applies, but the pod spec does not use the resource (or only
+    /// through a volume no container mounts, docs/compatibility.md §4.4).
     NotReferenced,
     /// The pod template has no regular container to carry the marker.
     NoContainers,
@@ -140,9 +147,11 @@ pub(crate) fn decide(workload: &WorkloadView, resource: &ResourceView, opts: &De
         return Decision::Skip(SkipReason::Suspended);
     }
     let key = &resource.key;
-    match marker_container(&workload.references, workload.containers.len(), key.kind, &key.name) {
-        Some(container) => Decision::Reload { rule, container },
-        None => Decision::Skip(SkipReason::NoContainers),
+    let containers = workload.containers.len();
+    match marker_container(&workload.references, containers, key.kind, &key.name, rule.is_auto()) {
+        Ok(container) => Decision::Reload { rule, container },
+        Err(NoMarkerContainer::NoContainers) => Decision::Skip(SkipReason::NoContainers),
+        Err(NoMarkerContainer::Unused) => Decision::Skip(SkipReason::NotReferenced),
     }
 }
 

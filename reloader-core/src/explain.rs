@@ -234,6 +234,7 @@ fn explain_resource(
         hash: ContentHash([0; 20]),
         matched: false,
         ignored: false,
+        version: None,
     });
     let decision = decide(view, &resource, &settings.decide);
     let container_name = |index: u16| view.containers.get(usize::from(index)).map(ToString::to_string);

@@ -10,6 +10,12 @@
 //!
 //! Workloads are stored in a slab and the lookups hold 4-byte ids, so no key or view is copied
 //! into them: per workload the index keeps its view and one extra copy of its key.
+//!
+//! Two watches give no order between a workload's events and a resource's: the index can meet a
+//! change before the workload it concerns. Each resource therefore keeps the resourceVersion of
+//! its last content change, and [`Index::missed_changes`] plans, for a workload seen for the
+//! first time or with new decision inputs, the changes that came after the version it was seen
+//! at (docs/behaviour.md §G).
 
 #[cfg(test)]
 mod tests;
@@ -22,7 +28,7 @@ use crate::annotations::{ReloadAnnotations, kind_index};
 use crate::decide::{DecideOptions, ExplicitEntry, ResourceEventKind, SkipReason, explicit_entries, plan};
 use crate::hash::DELETE_MARKER_HASH;
 use crate::markers::MarkerChange;
-use crate::model::{ContentHash, ResourceKey, ResourceKind, WorkloadKey};
+use crate::model::{ContentHash, ResourceKey, ResourceKind, ResourceVersion, WorkloadKey};
 use crate::views::{ResourceView, WorkloadView};
 
 /// What `upsert_resource` changed.
@@ -49,46 +55,99 @@ pub struct IndexStats {
     pub(crate) pattern_holders: usize,
 }
 
+/// A change the index met before the workload it concerns, planned for that workload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissedChange {
+    pub resource: ResourceKey,
+    /// What the resource's last content change was (`Created` or `Updated`).
+    pub event: ResourceEventKind,
+    pub plan: Result<MarkerChange, SkipReason>,
+}
+
 #[derive(Debug, Default)]
 pub struct Index {
     resources: HashSet<StoredResource>,
     workloads: Slab,
     lookup: Lookup,
+    /// The greatest version any resource's last content change has: a workload seen at this
+    /// version or later missed nothing, which spares the lookups on almost every event.
+    latest_change: Option<ResourceVersion>,
 }
 
 impl Index {
+    /// Stores a resource seen through a watch event or a re-list: if its content is new, its
+    /// version is recorded as the version of its last content change.
     pub fn upsert_resource(&mut self, view: ResourceView) -> ResourceChange {
-        let change = match self.resources.get(&view.key) {
+        self.store_resource(view, true)
+    }
+
+    /// Stores a resource from the first list: the state of the world, whose versions say nothing
+    /// about when the content changed, so none is recorded.
+    pub fn upsert_listed_resource(&mut self, view: ResourceView) -> ResourceChange {
+        self.store_resource(view, false)
+    }
+
+    fn store_resource(&mut self, view: ResourceView, record_change: bool) -> ResourceChange {
+        let stored = self.resources.get(&view.key);
+        let change = match stored {
             None => ResourceChange::Created,
-            Some(StoredResource(old)) if old.hash != view.hash => {
-                ResourceChange::ContentChanged { previous: old.hash }
+            Some(old) if old.view.hash != view.hash => {
+                ResourceChange::ContentChanged { previous: old.view.hash }
             }
-            Some(StoredResource(old)) if (old.matched, old.ignored) != (view.matched, view.ignored) => {
+            Some(old) if (old.view.matched, old.view.ignored) != (view.matched, view.ignored) => {
                 ResourceChange::FlagsChanged
             }
             Some(_) => return ResourceChange::Unchanged,
         };
-        self.resources.replace(StoredResource(view));
+        let event = match change {
+            ResourceChange::Created => Some(ResourceEventKind::Created),
+            ResourceChange::ContentChanged { .. } => Some(ResourceEventKind::Updated),
+            _ => None,
+        };
+        let last_change = match event {
+            Some(event) if record_change => view.version.map(|at| LastChange { at, event }),
+            // A content change whose version does not parse cannot be ordered: forget the
+            // previous one rather than replay a change that is no longer the last.
+            Some(_) => None,
+            None => stored.and_then(|old| old.last_change),
+        };
+        if let Some(LastChange { at, .. }) = last_change {
+            self.latest_change = self.latest_change.max(Some(at));
+        }
+        self.resources.replace(StoredResource { view, last_change });
         change
     }
 
     pub fn remove_resource(&mut self, key: &ResourceKey) -> Option<ResourceView> {
-        self.resources.take(key).map(|StoredResource(view)| view)
+        self.resources.take(key).map(|stored| stored.view)
     }
 
     pub fn resource(&self, key: &ResourceKey) -> Option<&ResourceView> {
-        self.resources.get(key).map(|StoredResource(view)| view)
+        self.resources.get(key).map(|stored| &stored.view)
     }
 
     /// Every resource, in no particular order.
     pub fn resources(&self) -> impl Iterator<Item = &ResourceView> {
-        self.resources.iter().map(|StoredResource(view)| view)
+        self.resources.iter().map(|stored| &stored.view)
     }
 
-    /// Stores `view`, returning the view it replaces.
+    /// Stores `view` from a list, returning the view it replaces. A workload new to the index
+    /// gets no creation version: a listed version is its last change, not its creation.
     pub fn upsert_workload(&mut self, view: WorkloadView) -> Option<WorkloadView> {
+        self.store_workload(view, false)
+    }
+
+    /// Stores `view` from a live watch event, returning the view it replaces. A workload the index
+    /// did not know comes from its ADDED event, whose version is the one that created it: changes
+    /// with a smaller version are never planned for it (docs/behaviour.md §G).
+    pub fn upsert_watched_workload(&mut self, view: WorkloadView) -> Option<WorkloadView> {
+        self.store_workload(view, true)
+    }
+
+    fn store_workload(&mut self, view: WorkloadView, watched: bool) -> Option<WorkloadView> {
         let Some(&id) = self.workloads.ids.get(&view.key) else {
-            let id = self.workloads.insert(view);
+            let created = if watched { view.version } else { None };
+            let id = self.workloads.insert(view, created);
             self.lookup.add(id, self.workloads.get(id).expect("just inserted"));
             return None;
         };
@@ -127,17 +186,84 @@ impl Index {
         views
     }
 
-    /// `plan` for every candidate of `resource`, in candidate order.
+    /// `plan` for every candidate of `resource`, in candidate order, leaving out the workloads
+    /// created after the change: `resource.version` is the version of the change being planned,
+    /// compared with the creation version of the workloads seen through their ADDED event
+    /// (docs/behaviour.md §G; unknown on either side: not left out).
     pub fn plan_changes(
         &self,
         resource: &ResourceView,
         event: ResourceEventKind,
         opts: &DecideOptions,
     ) -> Vec<(WorkloadKey, Result<MarkerChange, SkipReason>)> {
+        let created_after = |workload: &WorkloadView| {
+            let created = self.workloads.ids.get(&workload.key).and_then(|&id| self.workloads.created(id));
+            matches!((created, resource.version), (Some(created), Some(changed)) if created > changed)
+        };
         self.candidates(&resource.key)
             .into_iter()
+            .filter(|workload| !created_after(workload))
             .map(|workload| (workload.key.clone(), plan(workload, resource, event, opts)))
             .collect()
+    }
+
+    /// docs/behaviour.md §G: the resource changes the index met before the workload `key` in its
+    /// present form, planned for it alone. `previous` is the view `upsert_workload` replaced.
+    ///
+    /// A workload seen for the first time, or whose decision inputs changed, is checked against
+    /// every resource it may reload for whose last content change has a greater resourceVersion
+    /// than the workload's view: that change happened when the workload already existed in this
+    /// form (for a watch's ADDED event the version is the creation's), but was decided without
+    /// it or on an older form. A change with a smaller version came before the workload existed
+    /// (or before this form) and is not planned. Without a parsable version on either side
+    /// nothing is planned. Ordered by resource key.
+    pub fn missed_changes(
+        &self,
+        key: &WorkloadKey,
+        previous: Option<&WorkloadView>,
+        opts: &DecideOptions,
+    ) -> Vec<MissedChange> {
+        let Some(workload) = self.workload(key) else { return Vec::new() };
+        let Some(seen_at) = workload.version else { return Vec::new() };
+        if self.latest_change.is_none_or(|latest| latest <= seen_at)
+            || previous.is_some_and(|p| p.same_decision_inputs(workload))
+        {
+            return Vec::new();
+        }
+        let mut newer: Vec<&StoredResource> = self
+            .reloadable_resources(workload)
+            .filter(|stored| stored.last_change.is_some_and(|change| change.at > seen_at))
+            .collect();
+        newer.sort_unstable_by(|a, b| a.view.key.cmp(&b.view.key));
+        newer.dedup_by(|a, b| a.view.key == b.view.key);
+        newer
+            .into_iter()
+            .filter_map(|stored| {
+                let event = stored.last_change?.event;
+                let plan = plan(workload, &stored.view, event, opts);
+                Some(MissedChange { resource: stored.view.key.clone(), event, plan })
+            })
+            .collect()
+    }
+
+    /// The stored resources the lookups offer `workload` for (possibly twice): the ones it
+    /// references or names, and for its list patterns every resource of that kind in its
+    /// namespace.
+    fn reloadable_resources<'a>(
+        &'a self,
+        workload: &'a WorkloadView,
+    ) -> impl Iterator<Item = &'a StoredResource> {
+        let namespace = &*workload.key.namespace;
+        let named = direct_names(workload)
+            .into_iter()
+            .filter_map(move |(kind, name)| self.resources.get(&ResourceKey::new(kind, namespace, name)));
+        let kinds = pattern_kinds(workload);
+        let by_pattern = self.resources.iter().filter(move |stored| {
+            !kinds.is_empty()
+                && *stored.view.key.namespace == *namespace
+                && kinds.contains(&stored.view.key.kind)
+        });
+        named.chain(by_pattern)
     }
 
     /// The start-up / leadership sweep (docs/beyond-stakater.md §2): every workload carrying a marker for a
@@ -153,7 +279,7 @@ impl Index {
     /// Ordered by workload key, then resource key.
     pub fn catch_up(&self, opts: &DecideOptions) -> Vec<(WorkloadKey, MarkerChange)> {
         let mut changes = Vec::new();
-        for StoredResource(resource) in &self.resources {
+        for StoredResource { view: resource, .. } in &self.resources {
             for id in self.lookup.candidate_ids(&resource.key) {
                 let Some(workload) = self.workloads.get(id) else { continue };
                 let stale = match workload.markers.recorded_hash(&resource.key, opts.strategy) {
@@ -184,13 +310,25 @@ impl Index {
     }
 }
 
-/// A resource view hashed and compared by key alone, so the set needs no second copy of the key.
+/// A resource view with its last content change, hashed and compared by key alone, so the set
+/// needs no second copy of the key.
 #[derive(Debug)]
-struct StoredResource(ResourceView);
+struct StoredResource {
+    view: ResourceView,
+    /// `None` when unknown: listed at start-up, or a version that does not parse.
+    last_change: Option<LastChange>,
+}
+
+/// When a resource's content last changed, and how.
+#[derive(Debug, Clone, Copy)]
+struct LastChange {
+    at: ResourceVersion,
+    event: ResourceEventKind,
+}
 
 impl PartialEq for StoredResource {
     fn eq(&self, other: &Self) -> bool {
-        self.0.key == other.0.key
+        self.view.key == other.view.key
     }
 }
 
@@ -198,37 +336,42 @@ impl Eq for StoredResource {}
 
 impl Hash for StoredResource {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.0.key.hash(state);
+        self.view.key.hash(state);
     }
 }
 
 impl Borrow<ResourceKey> for StoredResource {
     fn borrow(&self) -> &ResourceKey {
-        &self.0.key
+        &self.view.key
     }
 }
 
 type WorkloadId = u32;
 
-/// Workload views by id, with the key → id map. Freed ids are reused.
+/// Workload views by id, with the key → id map and each one's creation version. Freed ids are
+/// reused.
 #[derive(Debug, Default)]
 struct Slab {
     slots: Vec<Option<WorkloadView>>,
+    /// Per slot, the version that created the workload when its ADDED event was seen.
+    created: Vec<Option<ResourceVersion>>,
     free: Vec<WorkloadId>,
     ids: HashMap<WorkloadKey, WorkloadId>,
 }
 
 impl Slab {
-    fn insert(&mut self, view: WorkloadView) -> WorkloadId {
+    fn insert(&mut self, view: WorkloadView, created: Option<ResourceVersion>) -> WorkloadId {
         let key = view.key.clone();
         let id = match self.free.pop() {
             Some(id) => {
                 self.slots[id as usize] = Some(view);
+                self.created[id as usize] = created;
                 id
             }
             None => {
                 let id = WorkloadId::try_from(self.slots.len()).expect("fewer than 2^32 workloads");
                 self.slots.push(Some(view));
+                self.created.push(created);
                 id
             }
         };
@@ -238,6 +381,10 @@ impl Slab {
 
     fn get(&self, id: WorkloadId) -> Option<&WorkloadView> {
         self.slots.get(id as usize).and_then(Option::as_ref)
+    }
+
+    fn created(&self, id: WorkloadId) -> Option<ResourceVersion> {
+        self.created.get(id as usize).copied().flatten()
     }
 
     fn slot_mut(&mut self, id: WorkloadId) -> &mut WorkloadView {

@@ -154,6 +154,28 @@ impl fmt::Debug for ContentHash {
     }
 }
 
+/// An object's `metadata.resourceVersion`, where it parses as the decimal number etcd-backed API
+/// servers give (comparable within one API server, docs/behaviour.md §G). `0` and anything else
+/// is `None`: the ordering of docs/behaviour.md §G then falls back to not replaying.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResourceVersion(std::num::NonZeroU64);
+
+impl ResourceVersion {
+    pub fn parse(s: &str) -> Option<Self> {
+        // `u64::from_str` takes a leading `+`; a resourceVersion never has one.
+        if !s.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        s.parse::<std::num::NonZeroU64>().ok().map(ResourceVersion)
+    }
+}
+
+impl fmt::Display for ResourceVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// Identifies a ConfigMap, Secret or SecretProviderClass.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ResourceKey {
@@ -209,7 +231,12 @@ pub(crate) enum RefVia {
     EnvFrom,
 }
 
-impl RefVia {}
+impl RefVia {
+    /// A volume of the pod spec (plain, projected or CSI), as opposed to an env reference.
+    pub(crate) fn is_volume(self) -> bool {
+        matches!(self, RefVia::Volume | RefVia::Projected | RefVia::Csi)
+    }
+}
 
 /// One use of a resource by a pod spec.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

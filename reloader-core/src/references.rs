@@ -79,28 +79,58 @@ fn first_mounting_container(spec: &PodSpec, volume: &str) -> Option<ContainerRef
     spec.init_containers.iter().flatten().position(mounts).map(|i| ContainerRef::Init(i as u16))
 }
 
-/// The regular container that gets the marker for a resource (docs/compatibility.md §4.4): the first
-/// regular container mounting a referencing volume; else the first regular container with an
-/// env/envFrom reference; else (init-container-only reference, or an explicit reload without
-/// any reference) `containers[0]`. `None` when there are no regular containers.
+/// Why no container can carry the marker for a resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NoMarkerContainer {
+    /// The pod template has no regular container.
+    NoContainers,
+    /// An auto or search rule applies, but no container uses the resource (for example its
+    /// only volume is mounted by no container).
+    Unused,
+}
+
+/// The regular container that gets the marker for a resource (docs/compatibility.md §4.4),
+/// exactly as Stakater v1.4.21 picks it:
+///
+/// 1. only the *first* volume (in `volumes` order) holding the resource counts: the first
+///    regular container mounting it; else, if an init container mounts it, `containers[0]`;
+/// 2. else the first regular container with an env/envFrom reference; else, if an init
+///    container has one, `containers[0]`;
+/// 3. else `containers[0]` for an explicit rule (`auto_rule` false), and no container at all
+///    for auto and search rules.
+///
+/// Every path yields no container when the pod template has no regular container.
 pub(crate) fn marker_container(
     references: &[Reference],
     containers: usize,
     kind: ResourceKind,
     name: &str,
-) -> Option<u16> {
+    auto_rule: bool,
+) -> Result<u16, NoMarkerContainer> {
     if containers == 0 {
-        return None;
+        return Err(NoMarkerContainer::NoContainers);
     }
-    let regular = |r: &&Reference, volume: bool| match r.container {
-        Some(ContainerRef::Regular(i)) if r.kind == kind && &*r.name == name => {
-            (matches!(r.via, RefVia::Volume | RefVia::Projected | RefVia::Csi) == volume).then_some(i)
-        }
-        _ => None,
-    };
-    let via_volume = references.iter().filter_map(|r| regular(&r, true)).min();
-    let via_env = || references.iter().filter_map(|r| regular(&r, false)).min();
-    Some(via_volume.or_else(via_env).unwrap_or(0))
+    let uses = |r: &&Reference| r.kind == kind && &*r.name == name;
+    let first_volume = references.iter().filter(uses).find(|r| r.via.is_volume());
+    match first_volume.and_then(|r| r.container) {
+        Some(ContainerRef::Regular(i)) => return Ok(i),
+        Some(ContainerRef::Init(_)) => return Ok(0),
+        None => {}
+    }
+    let env_users = || references.iter().filter(uses).filter(|r| !r.via.is_volume());
+    let first_regular = env_users()
+        .filter_map(|r| match r.container {
+            Some(ContainerRef::Regular(i)) => Some(i),
+            _ => None,
+        })
+        .min();
+    if let Some(i) = first_regular {
+        return Ok(i);
+    }
+    if env_users().any(|r| matches!(r.container, Some(ContainerRef::Init(_)))) {
+        return Ok(0);
+    }
+    if auto_rule { Err(NoMarkerContainer::Unused) } else { Ok(0) }
 }
 
 /// Does the pod spec use the resource at all (regular or init container, any way)?

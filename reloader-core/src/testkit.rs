@@ -104,6 +104,12 @@ impl TestWorkload {
     }
 
     /// An annotation on the workload's own metadata.
+    /// `metadata.resourceVersion`, as the API server would have set it.
+    pub fn at_version(mut self, version: &str) -> Self {
+        self.deployment.metadata.resource_version = Some(version.into());
+        self
+    }
+
     pub fn annotate(mut self, key: &str, value: &str) -> Self {
         self.deployment
             .metadata
@@ -310,6 +316,7 @@ pub fn resource(kind: ResourceKind, name: &str) -> ResourceView {
         hash: hash(&format!("{kind}/{name} v1")),
         matched: false,
         ignored: false,
+        version: None,
     }
 }
 
@@ -331,6 +338,7 @@ pub trait ResourceViewExt {
     fn ignored(self) -> Self;
     fn with_hash(self, hash: ContentHash) -> Self;
     fn in_namespace(self, namespace: &str) -> Self;
+    fn at_version(self, version: &str) -> Self;
 }
 
 impl ResourceViewExt for ResourceView {
@@ -351,6 +359,11 @@ impl ResourceViewExt for ResourceView {
 
     fn in_namespace(mut self, namespace: &str) -> Self {
         self.key.namespace = namespace.into();
+        self
+    }
+
+    fn at_version(mut self, version: &str) -> Self {
+        self.version = crate::model::ResourceVersion::parse(version);
         self
     }
 }

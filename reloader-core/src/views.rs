@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::annotations::{AnnotationKeys, ReloadAnnotations};
 use crate::markers::Markers;
-use crate::model::{ContentHash, Reference, ResourceKey, WorkloadKey, WorkloadKind};
+use crate::model::{ContentHash, Reference, ResourceKey, ResourceVersion, WorkloadKey, WorkloadKind};
 use crate::references::discover_references;
 
 /// What the index keeps of a ConfigMap/Secret/SecretProviderClass: no data at all.
@@ -23,6 +23,8 @@ pub struct ResourceView {
     pub matched: bool,
     /// The resource carries the ignore annotation with the exact value `"true"`.
     pub ignored: bool,
+    /// The `resourceVersion` of the object this view was built from, if it parses.
+    pub version: Option<ResourceVersion>,
 }
 
 /// Everything the index keeps about one workload: enough to decide, nothing more.
@@ -51,6 +53,22 @@ pub struct WorkloadView {
     pub paused_at: Option<Box<str>>,
     /// Argo Rollouts `rollout-strategy: restart`.
     pub restart_strategy: bool,
+    /// The `resourceVersion` of the object this view was built from, if it parses: on a watch's
+    /// ADDED event, the version that created it (docs/behaviour.md §G).
+    pub version: Option<ResourceVersion>,
+}
+
+impl WorkloadView {
+    /// Do both views decide every resource the same way (all `decide` reads but the markers)?
+    pub fn same_decision_inputs(&self, other: &WorkloadView) -> bool {
+        self.key == other.key
+            && self.metadata_rules == other.metadata_rules
+            && self.template_rules == other.template_rules
+            && self.references == other.references
+            && self.containers == other.containers
+            && self.has_template == other.has_template
+            && self.suspended == other.suspended
+    }
 }
 
 /// The parts of a workload object a view is built from; `Workload::view_parts` gathers them.
@@ -91,6 +109,7 @@ pub fn build_view(parts: WorkloadParts<'_>, keys: &AnnotationKeys) -> WorkloadVi
         pause_period: get(&keys.pause_period),
         paused_at: get(&keys.paused_at),
         restart_strategy: get(&keys.rollout_strategy).is_some_and(|s| s.trim() == "restart"),
+        version: meta.resource_version.as_deref().and_then(ResourceVersion::parse),
     }
 }
 

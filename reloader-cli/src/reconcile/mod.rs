@@ -17,7 +17,7 @@ use reloader_core::annotations::AnnotationKeys;
 use reloader_core::decide::{
     DecideOptions, ResourceEventKind, SkipReason as DecideSkip, annotation_problems,
 };
-use reloader_core::index::{Index, ResourceChange};
+use reloader_core::index::{Index, MissedChange, ResourceChange};
 use reloader_core::markers::MarkerChange;
 use reloader_core::model::{ResourceKey, ResourceKind, WorkloadKey, WorkloadKind};
 use reloader_core::options::Options;
@@ -125,7 +125,13 @@ impl Reconciler {
     pub(crate) fn resource_applied(&self, view: ResourceView, phase: Phase) {
         let received = Instant::now();
         let resource_type = view.key.kind;
-        let change = self.index.write().expect("index lock").upsert_resource(view.clone());
+        let change = {
+            let mut index = self.index.write().expect("index lock");
+            match phase {
+                Phase::InitialList => index.upsert_listed_resource(view.clone()),
+                Phase::Relist | Phase::Live => index.upsert_resource(view.clone()),
+            }
+        };
         let event_type = match change {
             ResourceChange::Created => EventType::Create,
             _ => EventType::Update,
@@ -168,8 +174,11 @@ impl Reconciler {
             );
             return;
         }
-        // The last known flags (ignore/match) decide, as for any other event.
-        self.dispatch(&removed.unwrap_or(view), ResourceEventKind::Deleted, received);
+        // The last known flags (ignore/match) decide, as for any other event; the version is the
+        // deletion's (docs/behaviour.md §G).
+        let version = view.version;
+        let decided = ResourceView { version, ..removed.unwrap_or(view) };
+        self.dispatch(&decided, ResourceEventKind::Deleted, received);
     }
 
     /// After a (re)list: resources the index holds in that scope but the list did not return
@@ -195,20 +204,27 @@ impl Reconciler {
                 self.index.write().expect("index lock").remove_resource(&view.key);
             } else {
                 info!(resource = %view.key, "resource disappeared while the watch was restarting");
-                self.resource_deleted(view);
+                // When it went is unknown: no workload is left out as created after it.
+                self.resource_deleted(ResourceView { version: None, ..view });
             }
         }
         let stats = self.index.read().expect("index lock").stats();
         self.metrics.set_index_sizes(stats.resources as u64, stats.workloads as u64);
     }
 
-    /// A workload was listed or changed: index it, track its pause, check its annotations.
-    pub(crate) fn workload_applied(&self, view: WorkloadView) {
+    /// A workload was listed or changed: index it, track its pause, check its annotations, and
+    /// queue the changes the index met before it (docs/behaviour.md §G).
+    pub(crate) fn workload_applied(&self, view: WorkloadView, phase: Phase) {
+        let received = Instant::now();
         self.pauses.observe(&view);
         let problems = annotation_problems(&view, &self.config.keys);
         let key = view.key.clone();
         let mut index = self.index.write().expect("index lock");
-        let previous = index.upsert_workload(view);
+        let previous = match phase {
+            Phase::Live => index.upsert_watched_workload(view),
+            Phase::InitialList | Phase::Relist => index.upsert_workload(view),
+        };
+        let missed = index.missed_changes(&key, previous.as_ref(), &self.config.decide);
         // Report bad annotations once per change of the annotations, not on every status update.
         let rules_changed = previous.as_ref().is_none_or(|p| {
             index.workload(&key).is_none_or(|v| {
@@ -218,6 +234,7 @@ impl Reconciler {
             })
         });
         drop(index);
+        self.queue_missed(&key, missed, received);
         if rules_changed && !problems.is_empty() {
             for problem in &problems {
                 warn!(workload = %key, %problem, "annotation problem");
@@ -225,6 +242,29 @@ impl Reconciler {
             let message = problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("; ");
             let events = self.events.clone();
             tokio::spawn(async move { events.publish(&key, EventReason::InvalidAnnotation, &message).await });
+        }
+    }
+
+    /// docs/behaviour.md §G: a change decided before this workload (or this form of it) reached
+    /// the index is queued for it now, under the filters the change itself went through.
+    /// Webhook mode posted the change when it came, whatever the workloads.
+    fn queue_missed(&self, key: &WorkloadKey, missed: Vec<MissedChange>, received: Instant) {
+        if missed.is_empty() || self.notifier.is_some() || !self.scope.contains(&key.namespace) {
+            return;
+        }
+        for MissedChange { resource, event, plan } in missed {
+            if event == ResourceEventKind::Created && !self.config.reload_on_create {
+                continue;
+            }
+            match plan {
+                Ok(change) => {
+                    info!(workload = %key, %resource, "a change met before the workload: queueing its reload");
+                    self.queue.enqueue(key.clone(), Work::Reload(vec![change]), received);
+                }
+                Err(reason) => {
+                    debug!(workload = %key, %resource, ?reason, "a change met before the workload: no reload")
+                }
+            }
         }
     }
 

@@ -77,6 +77,7 @@ mod tests {
             hash: ContentHash::from_hex(hash).unwrap(),
             matched: false,
             ignored: false,
+            version: None,
         }
     }
 

@@ -11,7 +11,7 @@ use reloader_core::annotations::AnnotationKeys;
 use reloader_core::decide::{DecideOptions, ResourceEventKind};
 use reloader_core::index::Index;
 use reloader_core::model::{
-    ContentHash, ReloadStrategy, ResourceKey, ResourceKind, WorkloadKey, WorkloadKind,
+    ContentHash, ReloadStrategy, ResourceKey, ResourceKind, ResourceVersion, WorkloadKey, WorkloadKind,
 };
 use reloader_core::options::NamespaceScope;
 use reloader_core::views::{ResourceView, WorkloadView};
@@ -73,6 +73,7 @@ fn configmap(namespace: &str, name: &str, hash: &str) -> ResourceView {
         hash: ContentHash::from_hex(hash).unwrap(),
         matched: false,
         ignored: false,
+        version: None,
     }
 }
 
@@ -364,7 +365,7 @@ fn a_relist_leaves_other_kinds_and_namespaces_alone() {
 fn workload_changes_go_through_reconcile() {
     let stage = stage(&Setup::default(), &[], &[configmap("ns", "cfg", H1)]);
     let web = explicit("ns", "web");
-    stage.reconciler.workload_applied(web.clone());
+    stage.reconciler.workload_applied(web.clone(), Phase::Live);
     assert!(stage.reconciler.index.read().unwrap().workload(&web.key).is_some(), "indexed");
     // Now a change to its ConfigMap finds it without any list.
     stage.reconciler.resource_applied(configmap("ns", "cfg", H2), Phase::Live);
@@ -373,9 +374,9 @@ fn workload_changes_go_through_reconcile() {
     stage.reconciler.workload_deleted(&web.key);
     assert!(stage.reconciler.index.read().unwrap().workload(&web.key).is_none(), "removed");
 
-    stage.reconciler.workload_applied(web.clone());
+    stage.reconciler.workload_applied(web.clone(), Phase::Live);
     let api = auto("other", "api");
-    stage.reconciler.workload_applied(api.clone());
+    stage.reconciler.workload_applied(api.clone(), Phase::Live);
     let seen: HashSet<WorkloadKey> = HashSet::new();
     stage.reconciler.workloads_relisted(WorkloadKind::Deployment, Some("ns"), &seen);
     let index = stage.reconciler.index.read().unwrap();
@@ -387,10 +388,10 @@ fn workload_changes_go_through_reconcile() {
 async fn annotation_problems_are_reported_once_per_change_of_the_annotations() {
     let stage = stage(&Setup::default(), &[], &[]);
     let broken = deployment("ns", "web", &[(CM_RELOAD, "cfg-[(")], None);
-    stage.reconciler.workload_applied(broken.clone());
+    stage.reconciler.workload_applied(broken.clone(), Phase::Live);
     // A status update: same annotations, no new Event.
-    stage.reconciler.workload_applied(broken.clone());
-    stage.reconciler.workload_applied(explicit("ns", "fine"));
+    stage.reconciler.workload_applied(broken.clone(), Phase::Live);
+    stage.reconciler.workload_applied(explicit("ns", "fine"), Phase::Live);
     for _ in 0..10 {
         tokio::task::yield_now().await;
     }
@@ -672,5 +673,148 @@ fn webhook_mode_catch_up_announces_listed_resources_only_with_sync_after_restart
         assert_eq!(notifier.names(), announced, "listed as created: {listed_as_created}");
         assert_eq!(count, announced.len());
         assert!(notifier.0.lock().unwrap().iter().all(|(event, _)| *event == "create"));
+    }
+}
+
+fn at(version: &str, mut view: ResourceView) -> ResourceView {
+    view.version = ResourceVersion::parse(version);
+    view
+}
+
+fn workload_at(version: &str, mut view: WorkloadView) -> WorkloadView {
+    view.version = ResourceVersion::parse(version);
+    view
+}
+
+/// Posts nothing; only its presence matters (webhook mode).
+struct SilentNotifier;
+
+impl super::ResourceNotifier for SilentNotifier {
+    fn notify(&self, _notice: crate::notify::webhook::ResourceNotice) {}
+}
+
+/// docs/behaviour.md §G through the reconciler: the resource watch runs ahead of the workload
+/// watch; the workload's events then queue what the index met first, under the change's filters.
+#[test]
+fn a_change_met_before_the_workload_is_queued_when_it_arrives() {
+    use Phase::{InitialList, Live};
+    let listed = || at("5", configmap("ns", "cfg", H1));
+    let changed = || at("20", configmap("ns", "cfg", H2));
+    let created = || at("20", configmap("ns", "cfg", H1));
+    let changed_at_20 = || vec![(listed(), InitialList), (changed(), Live)];
+    type Row = (&'static str, Setup, Vec<(ResourceView, Phase)>, Vec<WorkloadView>, &'static [&'static str]);
+    let rows: Vec<Row> = vec![
+        (
+            "ADDED after the change it predates",
+            Setup::default(),
+            changed_at_20(),
+            vec![workload_at("10", auto("ns", "api"))],
+            &["api"],
+        ),
+        (
+            "created after the change",
+            Setup::default(),
+            changed_at_20(),
+            vec![workload_at("30", auto("ns", "api"))],
+            &[],
+        ),
+        (
+            "queued once: its own status updates replay nothing",
+            Setup::default(),
+            changed_at_20(),
+            vec![workload_at("10", auto("ns", "api")), workload_at("15", auto("ns", "api"))],
+            &["api"],
+        ),
+        (
+            "the initial list of resources is no change",
+            Setup::default(),
+            vec![(at("20", configmap("ns", "cfg", H2)), InitialList)],
+            vec![workload_at("10", auto("ns", "api"))],
+            &[],
+        ),
+        (
+            "a create without --reload-on-create",
+            Setup::default(),
+            vec![(created(), Live)],
+            vec![workload_at("10", explicit("ns", "web"))],
+            &[],
+        ),
+        (
+            "a create with --reload-on-create",
+            Setup { reload_on_create: true, ..Setup::default() },
+            vec![(created(), Live)],
+            vec![workload_at("10", explicit("ns", "web"))],
+            &["web"],
+        ),
+        (
+            "an ignored namespace",
+            Setup {
+                scope: NamespaceScope::All { ignore: vec!["ns".into()], selector: None },
+                ..Setup::default()
+            },
+            changed_at_20(),
+            vec![workload_at("10", auto("ns", "api"))],
+            &[],
+        ),
+        (
+            "an ignored resource",
+            Setup::default(),
+            vec![(listed(), InitialList), (ignored(changed()), Live)],
+            vec![workload_at("10", auto("ns", "api"))],
+            &[],
+        ),
+        (
+            "a standby queues too (the executor drops it)",
+            Setup { leader: false, ..Setup::default() },
+            changed_at_20(),
+            vec![workload_at("10", auto("ns", "api"))],
+            &["api"],
+        ),
+        (
+            "no resourceVersion on the workload",
+            Setup::default(),
+            changed_at_20(),
+            vec![auto("ns", "api")],
+            &[],
+        ),
+    ];
+    for (name, setup, resource_events, workload_events, queued) in rows {
+        let stage = stage(&setup, &[], &[]);
+        for (view, phase) in resource_events {
+            stage.reconciler.resource_applied(view, phase);
+        }
+        for view in workload_events {
+            stage.reconciler.workload_applied(view, Phase::Live);
+        }
+        assert_eq!(stage.queue.names(), queued, "{name}");
+    }
+
+    // Webhook mode posted the change when it came: the workload adds nothing.
+    let mut stage = stage(&Setup::default(), &[], &[]);
+    stage.reconciler.notifier = Some(Box::new(SilentNotifier));
+    stage.reconciler.resource_applied(listed(), InitialList);
+    stage.reconciler.resource_applied(changed(), Live);
+    stage.reconciler.workload_applied(workload_at("10", auto("ns", "api")), Phase::Live);
+    assert_eq!(stage.queue.names(), Vec::<String>::new(), "webhook mode");
+}
+
+/// docs/behaviour.md §G, the other order: the workload watch runs ahead. A workload whose ADDED
+/// event carries a version greater than the change's was created after it and does not reload;
+/// a listed one (creation unknown) and one created before the change do.
+#[test]
+fn a_workload_created_after_a_change_does_not_reload_for_it() {
+    use Phase::{InitialList, Live, Relist};
+    let rows: [(&str, &str, Phase, &[&str]); 4] = [
+        ("ADDED after the change", "30", Live, &[]),
+        ("ADDED before the change", "10", Live, &["api"]),
+        ("listed by a relist: creation unknown", "30", Relist, &["api"]),
+        ("listed at start: creation unknown", "30", InitialList, &["api"]),
+    ];
+    for (name, workload_version, phase, queued) in rows {
+        let stage = stage(&Setup::default(), &[], &[]);
+        stage.reconciler.resource_applied(at("5", configmap("ns", "cfg", H1)), InitialList);
+        stage.reconciler.workload_applied(workload_at(workload_version, auto("ns", "api")), phase);
+        stage.reconciler.resource_applied(at("20", configmap("ns", "cfg", H2)), Live);
+        assert_eq!(stage.queue.names(), queued, "{name}");
     }
 }

@@ -78,10 +78,10 @@ struct WorkloadTarget {
 impl<K: ToLoaded> IndexTarget<K> for WorkloadTarget {
     type Key = WorkloadKey;
 
-    fn apply(&mut self, object: K, _phase: Phase) -> Option<WorkloadKey> {
+    fn apply(&mut self, object: K, phase: Phase) -> Option<WorkloadKey> {
         let view = watched_workload_view(object, &self.keys)?;
         let key = view.key.clone();
-        self.reconciler.workload_applied(view);
+        self.reconciler.workload_applied(view, phase);
         Some(key)
     }
 

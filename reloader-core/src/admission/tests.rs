@@ -373,7 +373,13 @@ fn view_of(kind: WorkloadKind, object: &Value) -> WorkloadView {
 fn index(resources: &[(ResourceKey, ContentHash)]) -> Index {
     let mut index = Index::default();
     for (key, hash) in resources {
-        index.upsert_resource(ResourceView { key: key.clone(), hash: *hash, matched: false, ignored: false });
+        index.upsert_resource(ResourceView {
+            key: key.clone(),
+            hash: *hash,
+            matched: false,
+            ignored: false,
+            version: None,
+        });
     }
     index
 }
@@ -516,7 +522,13 @@ fn explicit_lists_and_namespaces() {
 
     let ignored = {
         let mut index = Index::default();
-        index.upsert_resource(ResourceView { key: cm(), hash: H1, matched: false, ignored: true });
+        index.upsert_resource(ResourceView {
+            key: cm(),
+            hash: H1,
+            matched: false,
+            ignored: true,
+            version: None,
+        });
         index
     };
     let named = object(

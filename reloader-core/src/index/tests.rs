@@ -241,3 +241,250 @@ fn catch_up_respects_kinds_that_cannot_reload() {
     index.upsert_resource(resource);
     assert_eq!(index.catch_up(&DecideOptions::default()), []);
 }
+
+/// How a resource reaches the index in a `missed_changes` case.
+enum Step {
+    /// The first list (no change version recorded).
+    Listed(ResourceView),
+    /// A watch event or a re-list.
+    Watched(ResourceView),
+}
+
+struct MissedCase {
+    name: &'static str,
+    steps: Vec<Step>,
+    /// The workload's form the index held before (`None`: seen for the first time).
+    previous: Option<TestWorkload>,
+    workload: TestWorkload,
+    /// (resource name, event, `None` for a planned change or the skip reason).
+    want: Vec<(&'static str, ResourceEventKind, Option<SkipReason>)>,
+}
+
+/// docs/behaviour.md §G: a change the index met before the workload is planned for it once it is
+/// seen; a workload created after the change is not; every case where the versions cannot tell
+/// plans nothing.
+#[test]
+fn missed_changes() {
+    use ResourceEventKind::{Created, Updated};
+    use Step::{Listed, Watched};
+    let v2 = |name: &str| cm(name).with_hash(hash("v2"));
+    let auto = |name: &str| deployment("web").annotate(AUTO, "true").uses_cm("app", name, EnvFrom);
+    let case = |name, steps, previous, workload, want| MissedCase { name, steps, previous, workload, want };
+    // Listed at start-up, then its data changed at version 20.
+    let changed_at_20 = || vec![Listed(cm("c").at_version("5")), Watched(v2("c").at_version("20"))];
+    let cases = vec![
+        case(
+            "the change came before the workload's ADDED event, after its creation",
+            changed_at_20(),
+            None,
+            auto("c").at_version("10"),
+            vec![("c", Updated, None)],
+        ),
+        case(
+            "the workload was created after the change",
+            changed_at_20(),
+            None,
+            auto("c").at_version("30"),
+            vec![],
+        ),
+        case(
+            "versions compare as numbers, not as text",
+            vec![Listed(cm("c").at_version("5")), Watched(v2("c").at_version("100"))],
+            None,
+            auto("c").at_version("99"),
+            vec![("c", Updated, None)],
+        ),
+        case(
+            "a listed resource records no change",
+            vec![Listed(v2("c").at_version("20"))],
+            None,
+            auto("c").at_version("10"),
+            vec![],
+        ),
+        case(
+            "a resource created while watched, before the workload: a create",
+            vec![Watched(cm("c").at_version("20"))],
+            None,
+            auto("c").at_version("10"),
+            vec![("c", Created, None)],
+        ),
+        case(
+            "labels or match/ignore changing later do not make the content change newer",
+            vec![
+                Listed(cm("c").at_version("5")),
+                Watched(v2("c").at_version("20")),
+                Watched(v2("c").matched().at_version("40")),
+            ],
+            None,
+            auto("c").at_version("30"),
+            vec![],
+        ),
+        case(
+            "only the last content change counts",
+            vec![
+                Listed(cm("c").at_version("5")),
+                Watched(v2("c").at_version("20")),
+                Watched(cm("c").with_hash(hash("v3")).at_version("40")),
+            ],
+            None,
+            auto("c").at_version("30"),
+            vec![("c", Updated, None)],
+        ),
+        case(
+            "an unparsable workload version: nothing",
+            changed_at_20(),
+            None,
+            auto("c").at_version("x10"),
+            vec![],
+        ),
+        case(
+            "an unparsable version on the last content change: nothing",
+            vec![Watched(cm("c").at_version("5")), Watched(v2("c").at_version("2O"))],
+            None,
+            auto("c").at_version("1"),
+            vec![],
+        ),
+        case(
+            "a status update (same decision inputs) replays nothing",
+            changed_at_20(),
+            Some(auto("c").at_version("8")),
+            auto("c").at_version("10"),
+            vec![],
+        ),
+        case(
+            "annotated after the change was decided on the old form, before it happened",
+            changed_at_20(),
+            Some(deployment("web").uses_cm("app", "c", EnvFrom).at_version("8")),
+            auto("c").at_version("10"),
+            vec![("c", Updated, None)],
+        ),
+        case(
+            "the decision still has the last word",
+            changed_at_20(),
+            None,
+            marked(auto("c"), &v2("c"), hash("v2"), ReloadStrategy::EnvVars).at_version("10"),
+            vec![("c", Updated, Some(SkipReason::AlreadyCurrent))],
+        ),
+        case(
+            "only resources the workload may reload for",
+            vec![
+                Listed(cm("other").at_version("5")),
+                Watched(v2("other").at_version("20")),
+                Watched(secret("c").at_version("21")),
+            ],
+            None,
+            auto("c").at_version("10"),
+            vec![],
+        ),
+        case(
+            "explicit names and patterns, in its own namespace only",
+            vec![
+                Watched(cm("named").at_version("20")),
+                Watched(cm("app-1").at_version("21")),
+                Watched(cm("app-2").at_version("9")),
+                Watched(cm("app-1").in_namespace("other").at_version("22")),
+                Watched(cm("unrelated").at_version("23")),
+            ],
+            None,
+            deployment("web").annotate(CM_RELOAD, "named, app-.*").at_version("10"),
+            // The lookups offer a pattern holder every resource of the kind; decide says no.
+            vec![
+                ("app-1", Created, None),
+                ("named", Created, None),
+                ("unrelated", Created, Some(SkipReason::NotAnnotated)),
+            ],
+        ),
+    ];
+    let opts = DecideOptions::default();
+    for MissedCase { name, steps, previous, workload, want } in cases {
+        let mut index = Index::default();
+        for step in steps {
+            match step {
+                Listed(view) => index.upsert_listed_resource(view),
+                Watched(view) => index.upsert_resource(view),
+            };
+        }
+        let previous = previous.map(|p| p.view());
+        if let Some(previous) = &previous {
+            index.upsert_workload(previous.clone());
+        }
+        let view = workload.view();
+        index.upsert_workload(view.clone());
+        let got: Vec<_> = index
+            .missed_changes(&view.key, previous.as_ref(), &opts)
+            .into_iter()
+            .map(|missed| (missed.resource.name.to_string(), missed.event, missed.plan.err()))
+            .collect();
+        let want: Vec<_> = want.into_iter().map(|(n, e, s)| (n.to_string(), e, s)).collect();
+        assert_eq!(got, want, "{name}");
+    }
+}
+
+#[test]
+fn missed_changes_plan_the_current_hash_for_that_workload_only() {
+    let mut index = Index::default();
+    let changed = cm("c").with_hash(hash("v2")).at_version("20");
+    index.upsert_listed_resource(cm("c").at_version("5"));
+    index.upsert_resource(changed.clone());
+    let older = deployment("older").annotate(AUTO, "true").uses_cm("app", "c", EnvFrom).at_version("10");
+    let newer = deployment("newer").annotate(AUTO, "true").uses_cm("app", "c", EnvFrom).at_version("30");
+    for w in [&older, &newer] {
+        index.upsert_workload(w.view());
+    }
+    let missed = index.missed_changes(&older.view().key, None, &DecideOptions::default());
+    let [MissedChange { resource, event: ResourceEventKind::Updated, plan: Ok(change) }] = missed.as_slice()
+    else {
+        panic!("{missed:?}")
+    };
+    assert_eq!(*resource, changed.key);
+    assert_eq!(change.action, MarkerAction::Set(changed.hash));
+    assert_eq!(index.missed_changes(&newer.view().key, None, &DecideOptions::default()), []);
+    assert_eq!(
+        index.missed_changes(
+            &WorkloadKey::new(WorkloadKind::Deployment, NS, "gone"),
+            None,
+            &DecideOptions::default()
+        ),
+        []
+    );
+}
+
+#[test]
+fn resource_versions_parse_as_decimal_numbers_only() {
+    use crate::model::ResourceVersion;
+    let parse = |s: &str| ResourceVersion::parse(s).map(|v| v.to_string());
+    assert_eq!(parse("12345"), Some("12345".into()));
+    for bad in ["", "0", "+1", "-1", " 1", "1a", "18446744073709551616"] {
+        assert_eq!(parse(bad), None, "{bad:?}");
+    }
+    assert!(ResourceVersion::parse("9") < ResourceVersion::parse("10"));
+}
+
+/// docs/behaviour.md §G: a workload whose ADDED event came after the change (a greater creation
+/// version) is not planned for it; one whose creation version is unknown always is.
+#[test]
+fn plan_changes_leave_out_workloads_created_after_the_change() {
+    let auto = |name: &str| deployment(name).annotate(AUTO, "true").uses_cm("app", "c", EnvFrom);
+    let mut index = Index::default();
+    index.upsert_watched_workload(auto("watched-before").at_version("10").view());
+    index.upsert_watched_workload(auto("watched-after").at_version("30").view());
+    index.upsert_workload(auto("listed-after").at_version("30").view());
+    index.upsert_watched_workload(auto("unversioned").view());
+    index.upsert_watched_workload(auto("modified-after").at_version("10").view());
+    // A later event of a known workload (a status update) does not move its creation.
+    index.upsert_watched_workload(auto("modified-after").at_version("31").view());
+    let planned = |resource: &ResourceView| -> Vec<String> {
+        let plans = index.plan_changes(resource, ResourceEventKind::Updated, &DecideOptions::default());
+        plans.into_iter().filter(|(_, plan)| plan.is_ok()).map(|(key, _)| key.name.to_string()).collect()
+    };
+    let changed = cm("c").with_hash(hash("v2"));
+    assert_eq!(
+        planned(&changed.clone().at_version("20")),
+        ["listed-after", "modified-after", "unversioned", "watched-before"]
+    );
+    assert_eq!(
+        planned(&changed),
+        ["listed-after", "modified-after", "unversioned", "watched-after", "watched-before"],
+        "a change without a version leaves nobody out"
+    );
+}

@@ -127,68 +127,155 @@ fn unnamed_sources_are_skipped() {
     assert_eq!(discover_references(&spec), []);
 }
 
+/// Stakater v1.4.21's `getContainerUsingResource`, case by case: the first volume holding the
+/// resource decides (its first regular mounter, else `containers[0]` when an init container
+/// mounts it), then env references (first regular user, else `containers[0]` for an init user),
+/// then `containers[0]` for an explicit rule and nothing for auto/search rules.
 #[test]
 fn marker_container_choice() {
+    use NoMarkerContainer::{NoContainers, Unused};
+    const EXPLICIT: bool = false;
+    const AUTO: bool = true;
     let three = || deployment("web").containers(&["a", "b", "c"]).init_containers(&["init"]);
-    let cases: [(&str, TestWorkload, ResourceKind, Option<u16>); 10] = [
-        ("the container mounting the volume", three().uses("c", ConfigMap, "x", Vol), ConfigMap, Some(2)),
-        ("a projected volume counts as mounting", three().uses("b", Secret, "x", Projected), Secret, Some(1)),
+    type Case = (&'static str, TestWorkload, ResourceKind, bool, Result<u16, NoMarkerContainer>);
+    let cases: Vec<Case> = vec![
+        ("the container mounting the volume", three().uses("c", ConfigMap, "x", Vol), ConfigMap, AUTO, Ok(2)),
+        (
+            "a projected volume counts as mounting",
+            three().uses("b", Secret, "x", Projected),
+            Secret,
+            AUTO,
+            Ok(1),
+        ),
         (
             "a CSI volume counts as mounting",
             three().uses("b", SecretProviderClass, "x", Csi),
             SecretProviderClass,
-            Some(1),
+            AUTO,
+            Ok(1),
         ),
         (
             "a mount beats an earlier env user",
             three().uses("a", ConfigMap, "x", EnvFrom).uses("c", ConfigMap, "x", Vol),
             ConfigMap,
-            Some(2),
+            AUTO,
+            Ok(2),
         ),
         (
             "the first of two env users",
             three().uses("c", Secret, "x", EnvFrom).uses("b", Secret, "x", EnvValueFrom),
             Secret,
-            Some(1),
+            AUTO,
+            Ok(1),
         ),
         (
-            "the first of two mounting containers",
+            "two volumes for the same ConfigMap: the first volume's mounter, not the first container",
             three().uses("c", ConfigMap, "x", Vol).uses("b", ConfigMap, "x", Vol),
             ConfigMap,
-            Some(1),
+            AUTO,
+            Ok(2),
         ),
         (
-            "an init-container-only reference: containers[0]",
+            "an init-container-only env reference: containers[0]",
             three().uses("init", ConfigMap, "x", EnvFrom),
             ConfigMap,
-            Some(0),
+            AUTO,
+            Ok(0),
         ),
+        ("an init-only volume: containers[0]", three().uses("init", Secret, "x", Vol), Secret, AUTO, Ok(0)),
         (
-            "an init-mounted volume does not count, a regular env user does",
+            "a volume mounted only by an init container beats a regular env user: containers[0]",
             three().uses("init", ConfigMap, "x", Vol).uses("b", ConfigMap, "x", EnvFrom),
             ConfigMap,
-            Some(1),
+            AUTO,
+            Ok(0),
         ),
         (
-            "no reference (explicit reload): containers[0]",
+            "a regular env user beats an earlier init env user",
+            three().uses("init", ConfigMap, "x", EnvFrom).uses("c", ConfigMap, "x", EnvValueFrom),
+            ConfigMap,
+            AUTO,
+            Ok(2),
+        ),
+        (
+            "auto, a volume no container mounts: none",
+            three().uses("", ConfigMap, "x", Vol),
+            ConfigMap,
+            AUTO,
+            Err(Unused),
+        ),
+        (
+            "explicit, a volume no container mounts: containers[0]",
+            three().uses("", ConfigMap, "x", Vol),
+            ConfigMap,
+            EXPLICIT,
+            Ok(0),
+        ),
+        (
+            "auto, first matching volume unmounted, a later one mounted: none",
+            three().uses("", ConfigMap, "x", Vol).uses("c", ConfigMap, "x", Vol),
+            ConfigMap,
+            AUTO,
+            Err(Unused),
+        ),
+        (
+            "explicit, first matching volume unmounted, a later one mounted: containers[0]",
+            three().uses("", ConfigMap, "x", Vol).uses("c", ConfigMap, "x", Vol),
+            ConfigMap,
+            EXPLICIT,
+            Ok(0),
+        ),
+        (
+            "first matching volume unmounted: an env user still counts",
+            three().uses("", Secret, "x", Vol).uses("c", Secret, "x", EnvFrom),
+            Secret,
+            AUTO,
+            Ok(2),
+        ),
+        (
+            "first matching volume mounted by an init container, a later one by a regular one: containers[0]",
+            three().uses("init", ConfigMap, "x", Vol).uses("c", ConfigMap, "x", Vol),
+            ConfigMap,
+            AUTO,
+            Ok(0),
+        ),
+        (
+            "a volume of the other kind with the same name does not count",
+            three().uses("c", Secret, "x", Vol).uses("b", ConfigMap, "x", EnvFrom),
+            ConfigMap,
+            AUTO,
+            Ok(1),
+        ),
+        (
+            "explicit, no reference: containers[0]",
             three().uses("c", ConfigMap, "x", EnvFrom),
             Secret,
-            Some(0),
+            EXPLICIT,
+            Ok(0),
         ),
+        ("auto, no reference: none", three().uses("c", ConfigMap, "x", EnvFrom), Secret, AUTO, Err(Unused)),
         (
-            "no regular containers",
+            "no regular containers, init reference",
             deployment("web")
                 .containers(&[])
                 .init_containers(&["init"])
                 .uses("init", ConfigMap, "x", EnvFrom),
             ConfigMap,
-            None,
+            AUTO,
+            Err(NoContainers),
+        ),
+        (
+            "no regular containers, explicit",
+            deployment("web").containers(&[]).init_containers(&["init"]),
+            ConfigMap,
+            EXPLICIT,
+            Err(NoContainers),
         ),
     ];
-    for (name, workload, kind, want) in cases {
+    for (name, workload, kind, auto_rule, want) in cases {
         let spec = spec_of(&workload);
         let refs = discover_references(spec);
-        assert_eq!(marker_container(&refs, spec.containers.len(), kind, "x"), want, "{name}");
+        assert_eq!(marker_container(&refs, spec.containers.len(), kind, "x", auto_rule), want, "{name}");
     }
 }
 

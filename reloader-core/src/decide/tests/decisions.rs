@@ -486,6 +486,36 @@ fn decision_cases() -> Vec<Case> {
             ),
             DecideOptions { allow_suspended_cronjobs: true, ..DecideOptions::default() },
         ),
+        // The container choice of docs/compatibility.md §4.4 (Stakater's): a volume that no
+        // container mounts gives auto and search rules no container, an explicit rule containers[0].
+        case(
+            "auto, the only volume is mounted by no container",
+            auto().uses_cm("", "c", Volume),
+            cm("c"),
+            skip(SkipReason::NotReferenced),
+        ),
+        case(
+            "search/match, the only volume is mounted by no container",
+            d().annotate(SEARCH, "true").uses_cm("", "c", Volume),
+            cm("c").matched(),
+            skip(SkipReason::NotReferenced),
+        ),
+        case(
+            "explicit, the only volume is mounted by no container",
+            d().annotate(CM_RELOAD, "c").containers(&["app", "b"]).uses_cm("", "c", Volume),
+            cm("c"),
+            reload(Rule::Explicit, 0),
+        ),
+        case(
+            "auto, an init-mounted volume wins over a regular env user",
+            auto()
+                .containers(&["app", "b"])
+                .init_containers(&["init"])
+                .uses_cm("init", "c", Volume)
+                .uses_cm("b", "c", EnvFrom),
+            cm("c"),
+            reload(Rule::Auto, 0),
+        ),
         case(
             "no template but not selected either",
             d().without_template(),
