@@ -152,12 +152,34 @@ pub(crate) fn api_resource(kind: WorkloadKind) -> ApiResource {
     info(kind).api_resource()
 }
 
+/// The Secrets Store CSI driver's API group and version (CSI integration).
+const CSI_GROUP_VERSION: &str = "secrets-store.csi.x-k8s.io/v1";
+
 /// SecretProviderClassPodStatus (CSI integration): watched as a resource, not a workload.
 pub(crate) fn spc_pod_status_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("secrets-store.csi.x-k8s.io", "v1", "SecretProviderClassPodStatus"),
         "secretproviderclasspodstatuses",
     )
+}
+
+/// SecretProviderClass (CSI integration): watched for its `ignore`/`match` annotations only.
+pub(crate) fn spc_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("secrets-store.csi.x-k8s.io", "v1", "SecretProviderClass"),
+        "secretproviderclasses",
+    )
+}
+
+/// Whether the API server serves both CSI resources (the driver's CRDs are installed).
+pub(crate) async fn csi_served(client: &Client) -> Result<bool, kube::Error> {
+    match client.list_api_group_resources(CSI_GROUP_VERSION).await {
+        Ok(list) => Ok([spc_resource(), spc_pod_status_resource()]
+            .iter()
+            .all(|wanted| list.resources.iter().any(|r| r.name == wanted.plural))),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// The kinds this run watches.

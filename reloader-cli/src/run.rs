@@ -99,6 +99,17 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     // Which kinds to watch, and the shared state the stages read.
     let kinds = EnabledKinds::resolve(&client, &options).await.context("discovering workload kinds")?;
     info!(kinds = %kinds, strategy = options.strategy.as_str(), "starting controller");
+    let mut sources_config = SourcesConfig::new(&options);
+    let csi = options.enable_csi_integration
+        && crate::kinds::csi_served(&client).await.context("discovering the CSI driver's API")?;
+    if options.enable_csi_integration && !csi {
+        // As Stakater: said once, and everything else runs.
+        warn!(
+            "--enable-csi-integration, but the API server does not serve secrets-store.csi.x-k8s.io/v1 \
+             (the Secrets Store CSI driver's CRDs are not installed): SecretProviderClass changes are not watched"
+        );
+        sources_config = sources_config.without_csi();
+    }
     let index = Arc::new(RwLock::new(Index::default()));
     let scope = ScopeFilter::new(&options.namespace_scope);
     let events: Arc<dyn EventSink> =
@@ -180,9 +191,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
 
     // The watches.
     let mut synced = Vec::new();
-    for watch in
-        sources::watches(&client, &SourcesConfig::new(&options), &kinds, &reconciler, &scope, &metrics)
-    {
+    for watch in sources::watches(&client, &sources_config, &kinds, &reconciler, &scope, &metrics) {
         synced.push(watch.synced);
         supervisor.spawn(watch.name, async move {
             watch.task.await;

@@ -1,5 +1,5 @@
-//! ConfigMaps, Secrets and (with CSI integration) SecretProviderClassPodStatuses, fed to the
-//! reconciler as views.
+//! ConfigMaps, Secrets and (with CSI integration, in `csi`) SecretProviderClassPodStatuses, fed
+//! to the reconciler as views.
 
 use std::collections::HashSet;
 use std::fmt::Debug;
@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use futures::FutureExt as _;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, DynamicObject};
+use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use reloader_core::annotations::AnnotationKeys;
@@ -19,10 +19,9 @@ use tokio::sync::watch;
 
 use super::glue::{IndexTarget, Phase, index_watch};
 use super::{SourcesConfig, Watch, api_for, watch_config, watch_name};
-use crate::kinds::spc_pod_status_resource;
 use crate::observe::metrics::Metrics;
 use crate::reconcile::Reconciler;
-use crate::views::{configmap_view, secret_view, spc_view};
+use crate::views::{configmap_view, secret_view};
 
 type ToView<K> = fn(&K, &AnnotationKeys) -> Option<ResourceView>;
 
@@ -67,18 +66,7 @@ pub(super) fn watches(
         ));
     }
     if config.csi {
-        let ar = spc_pod_status_resource();
-        let api: Api<DynamicObject> = match namespace {
-            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-            None => Api::all_with(client.clone(), &ar),
-        };
-        let cfg = watch_config(None, None);
-        watches.push(start(
-            api,
-            cfg,
-            target(ResourceKind::SecretProviderClass, spc_view, namespace, config, reconciler),
-            metrics,
-        ));
+        watches.extend(super::csi::watches(client, namespace, &config.keys, reconciler, metrics));
     }
     watches
 }
@@ -116,10 +104,6 @@ impl<K> IndexTarget<K> for ResourceTarget<K> {
     }
 
     fn delete(&mut self, object: K) {
-        // A SecretProviderClassPodStatus goes away with its pod, not with the class.
-        if self.kind == ResourceKind::SecretProviderClass {
-            return;
-        }
         if let Some(view) = (self.to_view)(&object, &self.keys) {
             self.reconciler.resource_deleted(view);
         }
