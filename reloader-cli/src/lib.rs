@@ -15,6 +15,7 @@ pub mod leader;
 pub mod meta_info;
 pub(crate) mod notify;
 pub mod observe;
+mod rbac;
 mod reconcile;
 pub mod run;
 mod scope;

@@ -20,6 +20,7 @@ use crate::notify::events::{EventPublisher, EventSink};
 use crate::notify::webhook::WebhookNotifier;
 use crate::observe::http::{self, Health};
 use crate::observe::metrics::Metrics;
+use crate::rbac::{self, AccessReview, KubeAccessReview};
 use crate::reconcile::catch_up::{CatchUp, CatchUpConfig};
 use crate::reconcile::pause::PauseTimers;
 use crate::reconcile::standby::{REPLAY_WINDOW, StandbyChanges};
@@ -97,7 +98,10 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     }
 
     // Which kinds to watch, and the shared state the stages read.
-    let kinds = EnabledKinds::resolve(&client, &options).await.context("discovering workload kinds")?;
+    let review: Arc<dyn AccessReview> = Arc::new(KubeAccessReview(client.clone()));
+    let kinds = EnabledKinds::resolve(&client, &options, review.as_ref())
+        .await
+        .context("discovering workload kinds")?;
     info!(kinds = %kinds, strategy = options.strategy.as_str(), "starting controller");
     let mut sources_config = SourcesConfig::new(&options);
     let csi = options.enable_csi_integration
@@ -110,6 +114,12 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         );
         sources_config = sources_config.without_csi();
     }
+    // Each missing permission said once, with the rule to add; not ready while a read is missing.
+    let recheck = rbac::check(review, &rbac::required(&options, &kinds, csi), &health).await;
+    supervisor.spawn("RBAC re-check", async move {
+        recheck.await;
+        Ok(())
+    });
     let index = Arc::new(RwLock::new(Index::default()));
     let scope = ScopeFilter::new(&options.namespace_scope);
     let events: Arc<dyn EventSink> =
