@@ -100,8 +100,9 @@ fn stakaters_rbac_lacks_watch_on_every_workload_kind_and_the_events_api() {
 
 #[test]
 fn what_each_configuration_needs() {
-    let cases: &[(&[&str], &[WorkloadKind], bool, &[&str], &[&str])] = &[
-        // (flags, kinds, csi, must contain, must not contain)
+    /// Flags, kinds, CSI served, needs that must be there, needs that must not.
+    type Case<'a> = (&'a [&'a str], &'a [WorkloadKind], bool, &'a [&'a str], &'a [&'a str]);
+    let cases: &[Case] = &[
         (
             &[],
             &BUILT_IN,
