@@ -128,6 +128,17 @@ fn class_ref(name: &str) -> ResourceRef {
     ResourceRef::new(ResourceKind::SecretProviderClass, name)
 }
 
+/// Waits until `workload` carries the marker of `class` mounted at `version`.
+async fn wait_for_class_marker(
+    client: &Client,
+    workload: &WorkloadId,
+    class: &str,
+    version: &str,
+) -> Result<Duration, reloader_harness::PlaneError> {
+    let hash = expected_hash(class, version);
+    workload.wait_for_marker(client, &class_ref(class), Strategy::EnvVars, &hash, RELOAD_TIMEOUT).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_updated_status_reloads_and_a_created_or_deleted_one_never_does() {
     let env = TestEnv::with_crds().await;
@@ -146,15 +157,7 @@ async fn an_updated_status_reloads_and_a_created_or_deleted_one_never_does() {
     // Update: the mounted version changes, the workload reloads with the status's hash.
     let started = Instant::now();
     rotate(client, ns, "web-1-vault-db", "vault-db", "v2").await;
-    web.wait_for_marker(
-        client,
-        &class_ref("vault-db"),
-        Strategy::EnvVars,
-        &expected_hash("vault-db", "v2"),
-        RELOAD_TIMEOUT,
-    )
-    .await
-    .expect("an updated status reloads");
+    wait_for_class_marker(client, &web, "vault-db", "v2").await.expect("an updated status reloads");
     let quiet = negative_wait(started.elapsed());
 
     // A new pod's status, even with other versions, and a status going away: never a reload.
@@ -165,15 +168,9 @@ async fn an_updated_status_reloads_and_a_created_or_deleted_one_never_does() {
 
     // The positive twin: the same process still reloads on the next rotation of a known status.
     rotate(client, ns, "web-2-vault-db", "vault-db", "v4").await;
-    web.wait_for_marker(
-        client,
-        &class_ref("vault-db"),
-        Strategy::EnvVars,
-        &expected_hash("vault-db", "v4"),
-        RELOAD_TIMEOUT,
-    )
-    .await
-    .expect("the created status, once updated, reloads");
+    wait_for_class_marker(client, &web, "vault-db", "v4")
+        .await
+        .expect("the created status, once updated, reloads");
     assert!(reloader.log_text().lines().all(|l| !l.contains("not watched")), "the CRDs are installed");
 }
 
@@ -204,14 +201,7 @@ async fn ignore_and_match_are_read_from_the_secret_provider_class() {
     // search/match: the class carries match, the workload search: reload.
     let started = Instant::now();
     rotate(client, ns, "pod-matched", "matched", "v2").await;
-    searching
-        .wait_for_marker(
-            client,
-            &class_ref("matched"),
-            Strategy::EnvVars,
-            &expected_hash("matched", "v2"),
-            RELOAD_TIMEOUT,
-        )
+    wait_for_class_marker(client, &searching, "matched", "v2")
         .await
         .expect("search on the workload, match on the class: reload");
     let quiet = negative_wait(started.elapsed());
@@ -228,16 +218,7 @@ async fn ignore_and_match_are_read_from_the_secret_provider_class() {
     annotate_class(client, ns, "ignored", json!({ ANNOTATION_IGNORE: null })).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     rotate(client, ns, "pod-ignored", "ignored", "v3").await;
-    explicit
-        .wait_for_marker(
-            client,
-            &class_ref("ignored"),
-            Strategy::EnvVars,
-            &expected_hash("ignored", "v3"),
-            RELOAD_TIMEOUT,
-        )
-        .await
-        .expect("the class is no longer ignored");
+    wait_for_class_marker(client, &explicit, "ignored", "v3").await.expect("the class is no longer ignored");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
