@@ -248,3 +248,174 @@ impl IndexTarget<DynamicObject> for StatusTarget {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use reloader_core::index::Index;
+    use serde_json::json;
+
+    use super::super::testkit::{RecordedQueue, reconciler};
+    use super::*;
+    use crate::kinds::Loaded;
+    use crate::views::workload_view;
+
+    const NS: &str = "shop";
+    const SPC_RELOAD: &str = "secretproviderclass.reloader.stakater.com/reload";
+    const SEARCH: &str = "reloader.stakater.com/search";
+    const IGNORE: &str = "reloader.stakater.com/ignore";
+    const MATCH: &str = "reloader.stakater.com/match";
+
+    /// What the watches deliver, in order.
+    #[derive(Clone, Copy)]
+    enum Step {
+        /// A SecretProviderClass listed or changed, with its annotations.
+        Class(&'static [(&'static str, &'static str)]),
+        /// The status of pod `name` listed at start-up, mounting `version`.
+        Listed(&'static str, &'static str),
+        /// The status of pod `name` added or changed by a watch event.
+        Live(&'static str, &'static str),
+        Deleted(&'static str),
+        /// A re-list that returns only these statuses.
+        Relisted(&'static [(&'static str, &'static str)]),
+    }
+    use Step::*;
+
+    fn class(annotations: &[(&str, &str)]) -> DynamicObject {
+        let annotations: serde_json::Map<_, _> =
+            annotations.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+        serde_json::from_value(json!({
+            "apiVersion": "secrets-store.csi.x-k8s.io/v1", "kind": "SecretProviderClass",
+            "metadata": {"name": "vault", "namespace": NS, "annotations": annotations},
+        }))
+        .unwrap()
+    }
+
+    fn status(pod: &str, version: &str) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "secrets-store.csi.x-k8s.io/v1", "kind": "SecretProviderClassPodStatus",
+            "metadata": {"name": format!("{pod}-vault"), "namespace": NS},
+            "status": {"secretProviderClassName": "vault", "podName": pod,
+                       "objects": [{"id": "secret/db", "version": version}]},
+        }))
+        .unwrap()
+    }
+
+    /// A Deployment mounting class `vault`, annotated with `annotation`.
+    fn workload(annotation: (&str, &str)) -> reloader_core::views::WorkloadView {
+        let object = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": NS, "annotations": {annotation.0: annotation.1}},
+            "spec": {"selector": {}, "template": {"spec": {
+                "containers": [{"name": "app", "volumeMounts": [{"name": "secrets", "mountPath": "/mnt"}]}],
+                "volumes": [{"name": "secrets", "csi": {
+                    "driver": "secrets-store.csi.k8s.io", "volumeAttributes": {"secretProviderClass": "vault"}}}],
+            }}},
+        }))
+        .unwrap();
+        workload_view(&Loaded::Deployment(object), &AnnotationKeys::default())
+    }
+
+    /// Runs `steps` through the real targets and reconciler (reload on create and delete both
+    /// on); returns how many reloads were queued and the class as the index holds it.
+    fn run(annotation: (&str, &str), steps: &[Step]) -> (usize, Option<ResourceView>) {
+        let index = Arc::new(RwLock::new(Index::default()));
+        index.write().unwrap().upsert_workload(workload(annotation));
+        let queue = Arc::new(RecordedQueue::default());
+        let reconciler = reconciler(index.clone(), queue.clone(), true, true);
+        let flags = ClassFlagMap::default();
+        let mut classes = ClassTarget {
+            flags: flags.clone(),
+            keys: AnnotationKeys::default(),
+            reconciler: reconciler.clone(),
+            namespace: None,
+        };
+        let mut statuses = StatusTarget {
+            flags,
+            reconciler,
+            namespace: None,
+            known: HashSet::new(),
+            listing: HashSet::new(),
+        };
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let mut listed = HashSet::new();
+            for step in steps {
+                match *step {
+                    Class(annotations) => {
+                        classes.apply(class(annotations), Phase::Live);
+                    }
+                    Listed(pod, version) => {
+                        listed.extend(statuses.apply(status(pod, version), Phase::InitialList));
+                        statuses.reset(listed.clone(), Phase::InitialList);
+                    }
+                    Live(pod, version) => {
+                        statuses.apply(status(pod, version), Phase::Live);
+                    }
+                    Deleted(pod) => statuses.delete(status(pod, "any")),
+                    Relisted(pods) => {
+                        let seen = pods
+                            .iter()
+                            .filter_map(|(pod, version)| statuses.apply(status(pod, version), Phase::Relist))
+                            .collect();
+                        statuses.reset(seen, Phase::Relist);
+                    }
+                }
+            }
+        });
+        let key = ResourceKey::new(ResourceKind::SecretProviderClass, NS, "vault");
+        let class = index.read().unwrap().resource(&key).cloned();
+        let reloads = queue.0.lock().unwrap().len();
+        (reloads, class)
+    }
+
+    const EXPLICIT: (&str, &str) = (SPC_RELOAD, "vault");
+    const SEARCHING: (&str, &str) = (SEARCH, "true");
+
+    #[test]
+    fn only_an_updated_status_reloads_and_the_class_decides_ignore_and_match() {
+        /// Name, the workload's annotation, the steps, the reloads expected.
+        type Case<'a> = (&'a str, (&'a str, &'a str), &'a [Step], usize);
+        let cases: &[Case] = &[
+            ("update", EXPLICIT, &[Listed("a", "1"), Live("a", "2")], 1),
+            ("same versions", EXPLICIT, &[Listed("a", "1"), Live("a", "1")], 0),
+            ("a new pod's status, other versions", EXPLICIT, &[Listed("a", "1"), Live("b", "2")], 0),
+            ("a status first seen live", EXPLICIT, &[Live("a", "1")], 0),
+            ("then updated", EXPLICIT, &[Live("a", "1"), Live("a", "2")], 1),
+            ("deleted", EXPLICIT, &[Listed("a", "1"), Deleted("a")], 0),
+            ("gone in a re-list", EXPLICIT, &[Listed("a", "1"), Relisted(&[])], 0),
+            ("new in a re-list", EXPLICIT, &[Listed("a", "1"), Relisted(&[("a", "1"), ("b", "2")])], 0),
+            ("changed in a re-list", EXPLICIT, &[Listed("a", "1"), Relisted(&[("a", "2")])], 1),
+            ("class ignored", EXPLICIT, &[Class(&[(IGNORE, "true")]), Listed("a", "1"), Live("a", "2")], 0),
+            (
+                "ignore removed",
+                EXPLICIT,
+                &[Class(&[(IGNORE, "true")]), Listed("a", "1"), Class(&[]), Live("a", "2")],
+                1,
+            ),
+            (
+                "search, class matched",
+                SEARCHING,
+                &[Class(&[(MATCH, "true")]), Listed("a", "1"), Live("a", "2")],
+                1,
+            ),
+            ("search, class not matched", SEARCHING, &[Class(&[]), Listed("a", "1"), Live("a", "2")], 0),
+            (
+                "match on the class arrives later",
+                SEARCHING,
+                &[Listed("a", "1"), Class(&[(MATCH, "true")]), Live("a", "2")],
+                1,
+            ),
+        ];
+        for (name, annotation, steps, expected) in cases {
+            assert_eq!(run(*annotation, steps).0, *expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn the_index_follows_the_class_flags() {
+        let (_, class) = run(EXPLICIT, &[Listed("a", "1"), Class(&[(IGNORE, "true"), (MATCH, "true")])]);
+        let class = class.expect("indexed");
+        assert!(class.ignored && class.matched, "{class:?}");
+        let (_, class) = run(EXPLICIT, &[Class(&[(IGNORE, "true")]), Listed("a", "1"), Class(&[])]);
+        assert!(!class.expect("indexed").ignored);
+    }
+}

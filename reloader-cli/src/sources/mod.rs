@@ -7,6 +7,8 @@ mod csi;
 pub(crate) mod glue;
 mod namespaces;
 mod resources;
+#[cfg(test)]
+mod testkit;
 mod workloads;
 
 use std::sync::Arc;

@@ -117,34 +117,16 @@ impl<K> IndexTarget<K> for ResourceTarget<K> {
 #[cfg(test)]
 mod tests {
     use std::sync::RwLock;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use futures::{FutureExt as _, StreamExt as _};
     use reloader_core::index::Index;
-    use reloader_core::model::WorkloadKey;
-    use reloader_core::options::NamespaceScope;
     use tokio_util::sync::CancellationToken;
 
+    use super::super::testkit::{RecordedQueue, reconciler};
     use super::*;
-    use crate::executor::Work;
-    use crate::notify::events::{EventReason, EventSink};
     use crate::observe::http::Health;
-    use crate::reconcile::pause::PauseTimers;
-    use crate::reconcile::standby::{REPLAY_WINDOW, StandbyChanges};
-    use crate::reconcile::{ReconcileConfig, WorkQueue};
-    use crate::scope::ScopeFilter;
     use crate::supervise::Supervisor;
-
-    struct NoQueue;
-    impl WorkQueue for NoQueue {
-        fn enqueue(&self, _: WorkloadKey, _: Work, _: Instant) {}
-    }
-
-    struct NoEvents;
-    #[async_trait::async_trait]
-    impl EventSink for NoEvents {
-        async fn publish(&self, _: &WorkloadKey, _: EventReason, _: &str) {}
-    }
 
     /// The real ConfigMap watch target and glue, fed a listed ConfigMap while the index lock is
     /// poisoned (another task panicked holding it): the watch task panics, and the supervisor
@@ -158,24 +140,7 @@ mod tests {
             panic!("a task panicked while holding the index");
         })
         .join();
-        let (_leader_tx, leader) = tokio::sync::watch::channel(true);
-        let reconciler = Arc::new(Reconciler {
-            config: ReconcileConfig {
-                decide: Default::default(),
-                keys: AnnotationKeys::default(),
-                reload_on_create: false,
-                reload_on_delete: false,
-            },
-            index,
-            scope: ScopeFilter::new(&NamespaceScope::All { ignore: vec![], selector: None }),
-            leader,
-            metrics: Metrics::new(false),
-            queue: Arc::new(NoQueue),
-            notifier: None,
-            events: Arc::new(NoEvents),
-            pauses: PauseTimers::default(),
-            standby: Arc::new(StandbyChanges::new(REPLAY_WINDOW)),
-        });
+        let reconciler = reconciler(index, Arc::new(RecordedQueue::default()), false, false);
         let target = ResourceTarget {
             reconciler,
             kind: ResourceKind::ConfigMap,
