@@ -153,8 +153,9 @@ pub(crate) fn required(options: &Options, kinds: &EnabledKinds, csi: bool) -> Ve
     needs
 }
 
-/// The needs the API server denies, each narrowed to the namespaces where it is denied. A review
-/// that fails is logged and counted as allowed: the watches will say what is wrong.
+/// The needs the API server denies, each narrowed to the namespaces where it is denied. When a
+/// review fails, that is logged once and the rest counts as allowed: the watches will say what
+/// is wrong.
 pub(crate) async fn denied(review: &dyn AccessReview, needs: &[Need]) -> Vec<Need> {
     let mut denied = Vec::new();
     for need in needs {
@@ -163,7 +164,11 @@ pub(crate) async fn denied(review: &dyn AccessReview, needs: &[Need]) -> Vec<Nee
             match review.allows(need.permission, namespace.as_deref()).await {
                 Ok(true) => {}
                 Ok(false) => namespaces.push(namespace.clone()),
-                Err(e) => warn!(error = %e, "could not check RBAC with a SelfSubjectAccessReview"),
+                Err(e) => {
+                    // Said once: the remaining checks would fail the same way.
+                    warn!(error = %e, "could not check RBAC with a SelfSubjectAccessReview; not checking further");
+                    return denied;
+                }
             }
         }
         if !namespaces.is_empty() {
