@@ -267,7 +267,8 @@ async fn permitted_when_detected(
     flag: &str,
     options: &Options,
 ) -> bool {
-    let denied = rbac::denied_verbs(review, info, &rbac::watched_namespaces(options)).await;
+    let namespaces = rbac::watched_namespaces(options);
+    let denied = rbac::denied_verbs(review, info, &namespaces, rbac::writes_workloads(options)).await;
     if denied.is_empty() {
         return true;
     }

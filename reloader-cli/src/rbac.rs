@@ -95,6 +95,11 @@ fn purpose_of_workload_verb(verb: &str) -> Purpose {
     if matches!(verb, "list" | "watch") { Purpose::Read } else { Purpose::Write }
 }
 
+/// Webhook mode and dry runs never write a workload.
+pub(crate) fn writes_workloads(options: &Options) -> bool {
+    options.webhook_url.is_none() && !options.dry_run
+}
+
 /// Every permission the code uses in this configuration (the watches' list/watch, the writes of
 /// each enabled kind, Events, the Lease), one entry per verb.
 pub(crate) fn required(options: &Options, kinds: &EnabledKinds, csi: bool) -> Vec<Need> {
@@ -125,8 +130,7 @@ pub(crate) fn required(options: &Options, kinds: &EnabledKinds, csi: bool) -> Ve
                 .for_each(|verb| need("secrets-store.csi.x-k8s.io", resource, verb, Purpose::Read, &watched));
         }
     }
-    // Webhook mode and dry runs never write a workload.
-    let writes = options.webhook_url.is_none() && !options.dry_run;
+    let writes = writes_workloads(options);
     for kind in kinds.iter() {
         let info: &KindInfo = crate::kinds::info(kind);
         for verb in info.verbs {
@@ -240,11 +244,12 @@ pub(crate) async fn check(
 }
 
 /// For a kind that is only auto-detected: the verbs RBAC denies on it somewhere in `namespaces`
-/// (empty: the kind may be used).
+/// (empty: the kind may be used). Without `writes`, only what watching it needs is checked.
 pub(crate) async fn denied_verbs(
     review: &dyn AccessReview,
     info: &KindInfo,
     namespaces: &Namespaces,
+    writes: bool,
 ) -> Vec<&'static str> {
     let needs: Vec<Need> = info
         .verbs
@@ -254,6 +259,7 @@ pub(crate) async fn denied_verbs(
             purpose: purpose_of_workload_verb(verb),
             namespaces: namespaces.clone(),
         })
+        .filter(|need| writes || need.purpose == Purpose::Read)
         .collect();
     denied(review, &needs).await.into_iter().map(|need| need.permission.verb).collect()
 }
