@@ -21,7 +21,7 @@ use crate::kinds::{EnabledKinds, KindInfo};
 use crate::observe::http::Health;
 
 /// How often the missing reads are checked again.
-const RECHECK_PERIOD: Duration = Duration::from_secs(30);
+const RECHECK_PERIOD: Duration = Duration::from_secs(10);
 
 /// One verb on one resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
