@@ -68,7 +68,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FORMAT", default_value = "")]
     pub log_format: String,
 
-    /// Log level: trace, debug, info, warning, error, fatal or panic
+    /// Log level: trace, debug, info, warn (or warning), error, fatal or panic
     #[arg(long, value_name = "LEVEL", default_value = "info")]
     pub log_level: String,
 

@@ -17,7 +17,9 @@ use reloader_workload_apps::AppsWorkload;
 use reloader_workload_argo::Rollout;
 use reloader_workload_batch::{CronJobWorkload, JobWorkload};
 use reloader_workload_openshift::DeploymentConfig;
-use tracing::info;
+use tracing::{info, warn};
+
+use crate::rbac::{self, AccessReview};
 
 /// What switches a kind on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,12 +154,34 @@ pub(crate) fn api_resource(kind: WorkloadKind) -> ApiResource {
     info(kind).api_resource()
 }
 
+/// The Secrets Store CSI driver's API group and version (CSI integration).
+const CSI_GROUP_VERSION: &str = "secrets-store.csi.x-k8s.io/v1";
+
 /// SecretProviderClassPodStatus (CSI integration): watched as a resource, not a workload.
 pub(crate) fn spc_pod_status_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("secrets-store.csi.x-k8s.io", "v1", "SecretProviderClassPodStatus"),
         "secretproviderclasspodstatuses",
     )
+}
+
+/// SecretProviderClass (CSI integration): watched for its `ignore`/`match` annotations only.
+pub(crate) fn spc_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("secrets-store.csi.x-k8s.io", "v1", "SecretProviderClass"),
+        "secretproviderclasses",
+    )
+}
+
+/// Whether the API server serves both CSI resources (the driver's CRDs are installed).
+pub(crate) async fn csi_served(client: &Client) -> Result<bool, kube::Error> {
+    match client.list_api_group_resources(CSI_GROUP_VERSION).await {
+        Ok(list) => Ok([spc_resource(), spc_pod_status_resource()]
+            .iter()
+            .all(|wanted| list.resources.iter().any(|r| r.name == wanted.plural))),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// The kinds this run watches.
@@ -168,8 +192,13 @@ impl EnabledKinds {
     /// Applies `--ignored-workload-types`, `--is-Argo-Rollouts` and `--is-openshift` (empty:
     /// enabled when the API server serves apps.openshift.io/v1).
     /// A kind switched on explicitly but not served stops start-up: watching it would only
-    /// retry 404s forever and never become ready, which hides the real problem.
-    pub(crate) async fn resolve(client: &Client, options: &Options) -> Result<Self, KindsError> {
+    /// retry 404s forever and never become ready, which hides the real problem. A kind only
+    /// detected is skipped, with one warning, when RBAC denies what reloader does with it.
+    pub(crate) async fn resolve(
+        client: &Client,
+        options: &Options,
+        review: &dyn AccessReview,
+    ) -> Result<Self, KindsError> {
         let mut kinds = Vec::new();
         for info in &KINDS {
             let ignored = options.ignored_workloads.contains(&info.kind);
@@ -187,7 +216,7 @@ impl EnabledKinds {
                         None => {
                             let served = serves(client, info).await?;
                             info!(served, "detected {} {}", info.api_version(), info.kind.as_str());
-                            served
+                            served && (ignored || permitted_when_detected(review, info, flag, options).await)
                         }
                     };
                     on && !ignored
@@ -198,6 +227,11 @@ impl EnabledKinds {
             }
         }
         Ok(EnabledKinds(kinds))
+    }
+
+    #[cfg(test)]
+    pub(crate) fn of(kinds: &[WorkloadKind]) -> Self {
+        EnabledKinds(kinds.to_vec())
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = WorkloadKind> + '_ {
@@ -224,6 +258,32 @@ pub(crate) enum KindsError {
         "{flag} but the API server does not serve {plural}.{group_version}: install its CRD or turn the flag off"
     )]
     NotServed { flag: &'static str, group_version: String, plural: &'static str },
+}
+
+/// Whether RBAC lets reloader use a kind it detected; says once why not.
+async fn permitted_when_detected(
+    review: &dyn AccessReview,
+    info: &KindInfo,
+    flag: &str,
+    options: &Options,
+) -> bool {
+    let namespaces = rbac::watched_namespaces(options);
+    let denied = rbac::denied_verbs(review, info, &namespaces, rbac::writes_workloads(options)).await;
+    if denied.is_empty() {
+        return true;
+    }
+    let off = flag.replace("=true", "=false");
+    warn!(
+        kind = info.kind.as_str(),
+        "{} ({}) is served, but RBAC denies {} on {} (apiGroup \"{}\"): not watched; grant those verbs \
+         to reload it, or pass {off} to stop detecting it",
+        info.kind.as_str(),
+        info.api_version(),
+        denied.join(", "),
+        info.plural,
+        info.group,
+    );
+    false
 }
 
 async fn require(client: &Client, flag: &'static str, info: &KindInfo) -> Result<bool, KindsError> {

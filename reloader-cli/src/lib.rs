@@ -17,6 +17,7 @@ mod listen;
 pub mod meta_info;
 pub(crate) mod notify;
 pub mod observe;
+mod rbac;
 mod reconcile;
 pub mod run;
 mod scope;

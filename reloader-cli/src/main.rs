@@ -14,7 +14,7 @@ use clap_complete::Shell;
 use reloader_cli::args::RunArgs;
 use reloader_cli::explain::ExplainArgs;
 use reloader_cli::observe::telemetry;
-use reloader_core::options::{LogFormat, Options};
+use reloader_core::options::{LogFormat, LogLevel, Options};
 use reloader_sidecar::SidecarArgs;
 
 #[derive(Parser, Debug)]
@@ -104,8 +104,7 @@ fn main() -> ExitCode {
     };
 
     let json = options.log_format == LogFormat::Json;
-    let _telemetry = match telemetry::init(json, options.log_level.as_str(), options.otlp_endpoint.as_deref())
-    {
+    let _telemetry = match telemetry::init(json, options.log_level, options.otlp_endpoint.as_deref()) {
         Ok(guard) => guard,
         Err(error) => return usage_error(&format!("{error:#}")),
     };
@@ -127,8 +126,14 @@ fn exit_code(result: anyhow::Result<()>) -> ExitCode {
 }
 
 fn run_sidecar(args: SidecarArgs) -> ExitCode {
-    let level = std::env::var("RELOADER_LOG_LEVEL").unwrap_or_else(|_| "info".into());
-    let _telemetry = match telemetry::init(false, &level, None) {
+    let level = std::env::var("RELOADER_LOG_LEVEL").unwrap_or_default();
+    let parsed = if level.trim().is_empty() { Some(LogLevel::Info) } else { LogLevel::parse(level.trim()) };
+    let Some(level) = parsed else {
+        return usage_error(&format!(
+            "RELOADER_LOG_LEVEL: {level:?} is not a log level (expected trace, debug, info, warn, warning, error, fatal or panic)"
+        ));
+    };
+    let _telemetry = match telemetry::init(false, level, None) {
         Ok(guard) => guard,
         Err(error) => return usage_error(&format!("{error:#}")),
     };

@@ -21,6 +21,7 @@ use crate::notify::events::{EventPublisher, EventSink};
 use crate::notify::webhook::WebhookNotifier;
 use crate::observe::http::{self, Health};
 use crate::observe::metrics::Metrics;
+use crate::rbac::{self, AccessReview, KubeAccessReview};
 use crate::reconcile::catch_up::{CatchUp, CatchUpConfig};
 use crate::reconcile::pause::PauseTimers;
 use crate::reconcile::standby::{REPLAY_WINDOW, StandbyChanges};
@@ -96,9 +97,29 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     }
 
     // Which kinds to watch, and the shared state the stages read.
-    let kinds = EnabledKinds::resolve(&client, &options).await.context("discovering workload kinds")?;
+    let review: Arc<dyn AccessReview> = Arc::new(KubeAccessReview(client.clone()));
+    let kinds = EnabledKinds::resolve(&client, &options, review.as_ref())
+        .await
+        .context("discovering workload kinds")?;
     info!(kinds = %kinds, strategy = options.strategy.as_str(), "starting controller");
     metrics.workload_kinds(kinds.iter());
+    let mut sources_config = SourcesConfig::new(&options);
+    let csi = options.enable_csi_integration
+        && crate::kinds::csi_served(&client).await.context("discovering the CSI driver's API")?;
+    if options.enable_csi_integration && !csi {
+        // As Stakater: said once, and everything else runs.
+        warn!(
+            "--enable-csi-integration, but the API server does not serve secrets-store.csi.x-k8s.io/v1 \
+             (the Secrets Store CSI driver's CRDs are not installed): SecretProviderClass changes are not watched"
+        );
+        sources_config = sources_config.without_csi();
+    }
+    // Each missing permission said once, with the rule to add; not ready while a read is missing.
+    let recheck = rbac::check(review, &rbac::required(&options, &kinds, csi), &health).await;
+    supervisor.spawn("RBAC re-check", async move {
+        recheck.await;
+        Ok(())
+    });
     let index = Arc::new(RwLock::new(Index::default()));
     let scope = ScopeFilter::new(&options.namespace_scope);
     let events: Arc<dyn EventSink> =
@@ -191,9 +212,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
 
     // The watches.
     let mut synced = Vec::new();
-    for watch in
-        sources::watches(&client, &SourcesConfig::new(&options), &kinds, &reconciler, &scope, &metrics)
-    {
+    for watch in sources::watches(&client, &sources_config, &kinds, &reconciler, &scope, &metrics) {
         synced.push(watch.synced);
         supervisor.spawn(watch.name, async move {
             watch.task.await;

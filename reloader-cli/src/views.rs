@@ -64,21 +64,53 @@ pub(crate) fn secret_view(secret: &Secret, keys: &AnnotationKeys) -> Option<Reso
     ))
 }
 
+/// The reloader flags a SecretProviderClass carries. A SecretProviderClassPodStatus is judged by
+/// its class's `ignore` and `match` annotations, not its own (docs/compatibility.md, CSI).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ClassFlags {
+    pub(crate) matched: bool,
+    pub(crate) ignored: bool,
+}
+
+impl ClassFlags {
+    pub(crate) fn of(class: &ObjectMeta, keys: &AnnotationKeys) -> Self {
+        let annotations = class.annotations.as_ref();
+        ClassFlags {
+            matched: flag(annotations, &keys.search_match),
+            ignored: flag(annotations, &keys.ignore),
+        }
+    }
+
+    pub(crate) fn any(self) -> bool {
+        self.matched || self.ignored
+    }
+}
+
+/// The key of the SecretProviderClass a SecretProviderClassPodStatus reports on.
+pub(crate) fn spc_key(status: &DynamicObject) -> Option<ResourceKey> {
+    let class = status.data.get("status")?.get("secretProviderClassName")?.as_str()?;
+    let namespace = status.metadata.namespace.as_deref()?;
+    Some(ResourceKey::new(ResourceKind::SecretProviderClass, namespace, class))
+}
+
 /// A SecretProviderClassPodStatus speaks for its SecretProviderClass: the view is keyed by the
-/// class name, hashed from the mounted objects' versions.
-pub(crate) fn spc_view(status: &DynamicObject, keys: &AnnotationKeys) -> Option<ResourceView> {
-    let st = status.data.get("status")?;
-    let class = st.get("secretProviderClassName")?.as_str()?;
-    let objects: Vec<(&str, &str)> = st
+/// class name, hashed from the mounted objects' versions, flagged as the class is (`flags`).
+pub(crate) fn spc_view(
+    status: &DynamicObject,
+    flags: impl FnOnce(&ResourceKey) -> ClassFlags,
+) -> Option<ResourceView> {
+    let key = spc_key(status)?;
+    let objects: Vec<(&str, &str)> = status.data["status"]
         .get("objects")
         .and_then(|o| o.as_array())
         .into_iter()
         .flatten()
         .filter_map(|o| Some((o.get("id")?.as_str()?, o.get("version")?.as_str()?)))
         .collect();
-    let hash = hash::spc_pod_status_hash(class, objects);
-    let namespace = status.metadata.namespace.as_deref()?;
-    Some(resource_view(ResourceKind::SecretProviderClass, &status.metadata, namespace, class, hash, keys))
+    let hash = hash::spc_pod_status_hash(&key.name, objects);
+    let ClassFlags { matched, ignored } = flags(&key);
+    let version = status.metadata.resource_version.as_deref().and_then(ResourceVersion::parse);
+    Some(ResourceView { key, hash, matched, ignored, version })
 }
 
 /// The compact view of a workload object, through its backend.

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{Api, DynamicObject, ListParams, ObjectList};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
+use kube::{Client, Config, ResourceExt as _};
 use reloader_core::explain::{ExplainInput, ExplainSettings, Explanation, explain, init_container_names};
 use reloader_core::model::{ResourceKey, WorkloadKey, WorkloadKind};
 use reloader_core::options::{NamespaceScope, Options};
@@ -22,8 +22,8 @@ use reloader_core::views::ResourceView;
 use serde::de::DeserializeOwned;
 
 use crate::args::RunArgs;
-use crate::kinds::{load, spc_pod_status_resource};
-use crate::views::{configmap_view, secret_view, spc_view};
+use crate::kinds::{load, spc_pod_status_resource, spc_resource};
+use crate::views::{ClassFlags, configmap_view, secret_view, spc_view};
 
 /// Explain why a workload would or would not reload when its ConfigMaps/Secrets change
 #[derive(clap::Args, Debug, Clone)]
@@ -223,14 +223,27 @@ pub async fn explain_workload(
     .await
     .map_err(|e| ExplainError::api(format!("listing Secrets in {namespace}"), e))?;
     if options.enable_csi_integration {
-        let statuses: Api<DynamicObject> =
-            Api::namespaced_with(client.clone(), namespace, &spc_pod_status_resource());
-        let listed = for_each(&statuses, |status: DynamicObject| {
-            if let Some(view) = spc_view(&status, keys) {
-                resources.insert(view.key.clone(), view);
-            }
+        // A status is judged by its class's ignore/match annotations.
+        let classes: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &spc_resource());
+        let mut flags: HashMap<String, ClassFlags> = HashMap::new();
+        let classes_listed = for_each(&classes, |class: DynamicObject| {
+            flags.insert(class.name_any(), ClassFlags::of(&class.metadata, keys));
         })
         .await;
+        let statuses: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), namespace, &spc_pod_status_resource());
+        let listed = match classes_listed {
+            Ok(()) => {
+                for_each(&statuses, |status: DynamicObject| {
+                    let class_flags = |key: &ResourceKey| flags.get(&*key.name).copied().unwrap_or_default();
+                    if let Some(view) = spc_view(&status, class_flags) {
+                        resources.insert(view.key.clone(), view);
+                    }
+                })
+                .await
+            }
+            Err(e) => Err(e),
+        };
         match listed {
             // No Secrets Store CSI driver installed: there are no statuses to read.
             Err(kube::Error::Api(status)) if status.code == 404 => {}

@@ -27,11 +27,21 @@ const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.
 pub(crate) struct Health {
     ready: Arc<AtomicBool>,
     live: Arc<AtomicBool>,
+    /// False while RBAC denies a permission the watches need (`rbac`).
+    reads_granted: Arc<AtomicBool>,
 }
 
 impl Health {
     pub(crate) fn new() -> Self {
-        Self { ready: Arc::new(AtomicBool::new(false)), live: Arc::new(AtomicBool::new(true)) }
+        Self {
+            ready: Arc::new(AtomicBool::new(false)),
+            live: Arc::new(AtomicBool::new(true)),
+            reads_granted: Arc::new(AtomicBool::new(true)),
+        }
+    }
+
+    pub(crate) fn set_reads_granted(&self, granted: bool) {
+        self.reads_granted.store(granted, Ordering::Release);
     }
 
     pub(crate) fn set_ready(&self, ready: bool) {
@@ -43,7 +53,7 @@ impl Health {
     }
 
     pub(crate) fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
+        self.ready.load(Ordering::Acquire) && self.reads_granted.load(Ordering::Acquire)
     }
 
     pub(crate) fn is_live(&self) -> bool {

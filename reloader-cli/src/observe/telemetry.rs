@@ -14,6 +14,7 @@ use opentelemetry::{Key, Value};
 use opentelemetry_otlp::{Protocol, WithExportConfig as _};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
+use reloader_core::options::LogLevel;
 use tracing_subscriber::filter::{EnvFilter, LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
@@ -59,11 +60,11 @@ impl Drop for TelemetryGuard {
 
 /// Installs the global subscriber.
 ///
-/// `level` takes Stakater's names (`trace`, `debug`, `info`, `warning`, `error`, `fatal`,
-/// `panic`; `fatal` and `panic` mean `error`); a non-empty `RUST_LOG` replaces it entirely.
+/// `level` is `--log-level`, parsed once by the options (`fatal` and `panic` mean `error`); a
+/// non-empty `RUST_LOG` replaces it entirely.
 /// `otlp_endpoint` is the OTLP/HTTP base URL (as in `OTEL_EXPORTER_OTLP_ENDPOINT`); spans go to
 /// `<base>/v1/traces` unless `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` names another URL.
-pub fn init(json: bool, level: &str, otlp_endpoint: Option<&str>) -> anyhow::Result<TelemetryGuard> {
+pub fn init(json: bool, level: LogLevel, otlp_endpoint: Option<&str>) -> anyhow::Result<TelemetryGuard> {
     let filter = log_filter(level, std::env::var("RUST_LOG").ok().as_deref())?;
 
     let tracer_provider =
@@ -93,12 +94,11 @@ pub fn init(json: bool, level: &str, otlp_endpoint: Option<&str>) -> anyhow::Res
 }
 
 /// The filter for a `--log-level` value, unless `rust_log` (the `RUST_LOG` variable) is set.
-/// The flag is validated even when `RUST_LOG` wins, so a typo never goes unnoticed.
-fn log_filter(level: &str, rust_log: Option<&str>) -> anyhow::Result<EnvFilter> {
-    let level = level_filter(level)?;
+fn log_filter(level: LogLevel, rust_log: Option<&str>) -> anyhow::Result<EnvFilter> {
     if let Some(directives) = rust_log.filter(|value| !value.trim().is_empty()) {
         return EnvFilter::try_new(directives).with_context(|| format!("invalid RUST_LOG {directives:?}"));
     }
+    let level = level_filter(level);
     let mut directives = level.to_string().to_lowercase();
     if level > LevelFilter::INFO {
         for target in CHATTY_DEPENDENCIES {
@@ -108,18 +108,16 @@ fn log_filter(level: &str, rust_log: Option<&str>) -> anyhow::Result<EnvFilter> 
     EnvFilter::try_new(&directives).with_context(|| format!("building the log filter {directives:?}"))
 }
 
-/// Maps Stakater's (logrus) level names onto tracing levels.
-fn level_filter(level: &str) -> anyhow::Result<LevelFilter> {
-    Ok(match level.trim().to_ascii_lowercase().as_str() {
-        "trace" => LevelFilter::TRACE,
-        "debug" => LevelFilter::DEBUG,
-        "" | "info" => LevelFilter::INFO,
-        "warn" | "warning" => LevelFilter::WARN,
-        "error" | "fatal" | "panic" => LevelFilter::ERROR,
-        other => bail!(
-            "--log-level: {other:?} is not a log level (expected trace, debug, info, warning, error, fatal or panic)"
-        ),
-    })
+/// Stakater's (logrus) levels on tracing's: tracing has nothing above error, so fatal and panic
+/// log errors only.
+fn level_filter(level: LogLevel) -> LevelFilter {
+    match level {
+        LogLevel::Trace => LevelFilter::TRACE,
+        LogLevel::Debug => LevelFilter::DEBUG,
+        LogLevel::Info => LevelFilter::INFO,
+        LogLevel::Warning => LevelFilter::WARN,
+        LogLevel::Error | LogLevel::Fatal | LogLevel::Panic => LevelFilter::ERROR,
+    }
 }
 
 fn tracer_provider(endpoint: &str) -> anyhow::Result<SdkTracerProvider> {

@@ -77,6 +77,10 @@ pub(crate) async fn index_watch<K, T>(
                 target.apply(object, Phase::Live);
             }
             Ok(watcher::Event::Delete(object)) => target.delete(object),
+            Err(e) if forbidden(&e) => {
+                warn!(watch, error = %e, "watch forbidden by RBAC; retrying with backoff (the RBAC line logged at start-up names the rule to add)");
+                metrics.error(ErrorType::Watch);
+            }
             Err(e) => {
                 warn!(watch, error = %e, "watch failed; retrying with backoff");
                 metrics.error(ErrorType::Watch);
@@ -84,6 +88,17 @@ pub(crate) async fn index_watch<K, T>(
         }
     }
     debug!(watch, "watch ended");
+}
+
+/// An HTTP 403 from the API server: RBAC denies the list or the watch.
+fn forbidden(error: &watcher::Error) -> bool {
+    match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.code == 403,
+        watcher::Error::WatchError(status) => status.code == 403,
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -178,5 +193,32 @@ mod tests {
                 && l.ends_with(" 2")),
             "{metrics}"
         );
+    }
+}
+
+#[cfg(test)]
+mod forbidden_tests {
+    use kube::core::Status;
+
+    use super::*;
+
+    fn status(code: u16) -> Box<Status> {
+        Status { code, ..Status::failure("denied", "Forbidden") }.boxed()
+    }
+
+    #[test]
+    fn a_403_on_list_or_watch_is_told_apart_from_other_failures() {
+        let cases = [
+            (watcher::Error::InitialListFailed(kube::Error::Api(status(403))), true),
+            (watcher::Error::WatchStartFailed(kube::Error::Api(status(403))), true),
+            (watcher::Error::WatchFailed(kube::Error::Api(status(403))), true),
+            (watcher::Error::WatchError(status(403)), true),
+            (watcher::Error::WatchError(status(410)), false),
+            (watcher::Error::InitialListFailed(kube::Error::Api(status(500))), false),
+            (watcher::Error::NoResourceVersion, false),
+        ];
+        for (error, expected) in cases {
+            assert_eq!(forbidden(&error), expected, "{error}");
+        }
     }
 }

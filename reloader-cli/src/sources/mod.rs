@@ -1,10 +1,14 @@
-//! The watches: ConfigMaps, Secrets, SecretProviderClassPodStatuses, workloads of every enabled
-//! kind, and (with `--namespace-selector`) Namespaces. Each is a kube watcher fed through the
-//! one [`glue::index_watch`] into its index target; each is a task for the supervisor.
+//! The watches: ConfigMaps, Secrets, SecretProviderClasses and their pod statuses (`csi`),
+//! workloads of every enabled kind, and (with `--namespace-selector`) Namespaces. Each is a kube
+//! watcher fed through the one [`glue::index_watch`] into its index target; each is a task for
+//! the supervisor.
 
+mod csi;
 pub(crate) mod glue;
 mod namespaces;
 mod resources;
+#[cfg(test)]
+mod testkit;
 mod workloads;
 
 use std::sync::Arc;
@@ -62,6 +66,12 @@ impl SourcesConfig {
             csi: options.enable_csi_integration,
             keys: options.keys.clone(),
         }
+    }
+
+    /// `--enable-csi-integration` on an API server without the CSI driver's CRDs: nothing to
+    /// watch (start-up has said so once).
+    pub(crate) fn without_csi(self) -> Self {
+        SourcesConfig { csi: false, ..self }
     }
 }
 

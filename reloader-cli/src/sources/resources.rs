@@ -1,5 +1,5 @@
-//! ConfigMaps, Secrets and (with CSI integration) SecretProviderClassPodStatuses, fed to the
-//! reconciler as views.
+//! ConfigMaps, Secrets and (with CSI integration, in `csi`) SecretProviderClassPodStatuses, fed
+//! to the reconciler as views.
 
 use std::collections::HashSet;
 use std::fmt::Debug;
@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use futures::FutureExt as _;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, DynamicObject};
+use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use reloader_core::annotations::AnnotationKeys;
@@ -19,10 +19,9 @@ use tokio::sync::watch;
 
 use super::glue::{IndexTarget, Phase, index_watch};
 use super::{SourcesConfig, Watch, api_for, watch_config, watch_name};
-use crate::kinds::spc_pod_status_resource;
 use crate::observe::metrics::Metrics;
 use crate::reconcile::Reconciler;
-use crate::views::{configmap_view, secret_view, spc_view};
+use crate::views::{configmap_view, secret_view};
 
 type ToView<K> = fn(&K, &AnnotationKeys) -> Option<ResourceView>;
 
@@ -67,18 +66,7 @@ pub(super) fn watches(
         ));
     }
     if config.csi {
-        let ar = spc_pod_status_resource();
-        let api: Api<DynamicObject> = match namespace {
-            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-            None => Api::all_with(client.clone(), &ar),
-        };
-        let cfg = watch_config(None, None);
-        watches.push(start(
-            api,
-            cfg,
-            target(ResourceKind::SecretProviderClass, spc_view, namespace, config, reconciler),
-            metrics,
-        ));
+        watches.extend(super::csi::watches(client, namespace, &config.keys, reconciler, metrics));
     }
     watches
 }
@@ -116,10 +104,6 @@ impl<K> IndexTarget<K> for ResourceTarget<K> {
     }
 
     fn delete(&mut self, object: K) {
-        // A SecretProviderClassPodStatus goes away with its pod, not with the class.
-        if self.kind == ResourceKind::SecretProviderClass {
-            return;
-        }
         if let Some(view) = (self.to_view)(&object, &self.keys) {
             self.reconciler.resource_deleted(view);
         }
@@ -133,34 +117,16 @@ impl<K> IndexTarget<K> for ResourceTarget<K> {
 #[cfg(test)]
 mod tests {
     use std::sync::RwLock;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use futures::{FutureExt as _, StreamExt as _};
     use reloader_core::index::Index;
-    use reloader_core::model::WorkloadKey;
-    use reloader_core::options::NamespaceScope;
     use tokio_util::sync::CancellationToken;
 
+    use super::super::testkit::{RecordedQueue, reconciler};
     use super::*;
-    use crate::executor::Work;
-    use crate::notify::events::{EventReason, EventSink};
     use crate::observe::http::Health;
-    use crate::reconcile::pause::PauseTimers;
-    use crate::reconcile::standby::{REPLAY_WINDOW, StandbyChanges};
-    use crate::reconcile::{ReconcileConfig, WorkQueue};
-    use crate::scope::ScopeFilter;
     use crate::supervise::Supervisor;
-
-    struct NoQueue;
-    impl WorkQueue for NoQueue {
-        fn enqueue(&self, _: WorkloadKey, _: Work, _: Instant) {}
-    }
-
-    struct NoEvents;
-    #[async_trait::async_trait]
-    impl EventSink for NoEvents {
-        async fn publish(&self, _: &WorkloadKey, _: EventReason, _: &str) {}
-    }
 
     /// The real ConfigMap watch target and glue, fed a listed ConfigMap while the index lock is
     /// poisoned (another task panicked holding it): the watch task panics, and the supervisor
@@ -174,24 +140,7 @@ mod tests {
             panic!("a task panicked while holding the index");
         })
         .join();
-        let (_leader_tx, leader) = tokio::sync::watch::channel(true);
-        let reconciler = Arc::new(Reconciler {
-            config: ReconcileConfig {
-                decide: Default::default(),
-                keys: AnnotationKeys::default(),
-                reload_on_create: false,
-                reload_on_delete: false,
-            },
-            index,
-            scope: ScopeFilter::new(&NamespaceScope::All { ignore: vec![], selector: None }),
-            leader,
-            metrics: Metrics::new(false),
-            queue: Arc::new(NoQueue),
-            notifier: None,
-            events: Arc::new(NoEvents),
-            pauses: PauseTimers::default(),
-            standby: Arc::new(StandbyChanges::new(REPLAY_WINDOW)),
-        });
+        let reconciler = reconciler(index, Arc::new(RecordedQueue::default()), false, false);
         let target = ResourceTarget {
             reconciler,
             kind: ResourceKind::ConfigMap,

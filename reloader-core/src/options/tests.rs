@@ -212,7 +212,7 @@ fn validation_errors_name_the_flag_and_the_value() {
         ),
         (
             |r| r.log_level = "loud".into(),
-            r#"invalid value "loud" for --log-level: expected trace, debug, info, warning, error, fatal or panic"#,
+            r#"invalid value "loud" for --log-level: expected trace, debug, info, warn, warning, error, fatal or panic"#,
         ),
         (
             |r| r.is_openshift = "maybe".into(),

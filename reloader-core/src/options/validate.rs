@@ -26,7 +26,7 @@ impl RawOptions {
             invalid(
                 "--log-level",
                 &self.log_level,
-                "expected trace, debug, info, warning, error, fatal or panic",
+                "expected trace, debug, info, warn, warning, error, fatal or panic",
             )
         })?;
         let webhook_url = webhook_url(&self.webhook_url)?;

@@ -71,7 +71,7 @@ pub enum LogLevel {
 
 impl LogLevel {
     /// Case-insensitive, and `warn` for `warning`, as logrus reads it.
-    pub(crate) fn parse(text: &str) -> Option<Self> {
+    pub fn parse(text: &str) -> Option<Self> {
         Some(match text.to_ascii_lowercase().as_str() {
             "trace" => LogLevel::Trace,
             "debug" => LogLevel::Debug,

@@ -1,0 +1,268 @@
+//! The RBAC this run needs, checked with SelfSubjectAccessReviews before the watches start
+//! (docs/behaviour.md, "Missing RBAC"). Every missing permission is logged once, as the rule to
+//! add; a missing read (what the watches need to see changes) keeps `/readyz` failing until a
+//! re-check finds it granted. A missing permission never stops the process: the watches back off
+//! and retry, and the writes fail one by one with the API server's reason.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+use kube::Client;
+use kube::api::{Api, PostParams};
+use reloader_core::model::WorkloadKind;
+use reloader_core::options::{IgnoredResources, NamespaceScope, Options};
+use tracing::{error, info, warn};
+
+use crate::kinds::{EnabledKinds, KindInfo};
+use crate::observe::http::Health;
+
+/// How often the missing reads are checked again.
+const RECHECK_PERIOD: Duration = Duration::from_secs(10);
+
+/// One verb on one resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct Permission {
+    pub(crate) group: &'static str,
+    pub(crate) resource: &'static str,
+    pub(crate) verb: &'static str,
+}
+
+/// What a permission is for: without a read reloader cannot see changes (not ready); without a
+/// write the reloads that need it fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    Read,
+    Write,
+}
+
+/// Where a permission is needed: all namespaces, or each of these.
+pub(crate) type Namespaces = Vec<Option<String>>;
+
+/// A permission this run needs, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Need {
+    pub(crate) permission: Permission,
+    pub(crate) purpose: Purpose,
+    pub(crate) namespaces: Namespaces,
+}
+
+/// Whether the API server allows something to the identity reloader runs as.
+#[async_trait]
+pub(crate) trait AccessReview: Send + Sync {
+    /// `namespace` `None`: in all namespaces (or a cluster-scoped resource).
+    async fn allows(&self, permission: Permission, namespace: Option<&str>) -> Result<bool, kube::Error>;
+}
+
+/// SelfSubjectAccessReviews on the API server (every authenticated identity may create them).
+pub(crate) struct KubeAccessReview(pub(crate) Client);
+
+#[async_trait]
+impl AccessReview for KubeAccessReview {
+    async fn allows(&self, permission: Permission, namespace: Option<&str>) -> Result<bool, kube::Error> {
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some(permission.group.to_owned()),
+                    resource: Some(permission.resource.to_owned()),
+                    verb: Some(permission.verb.to_owned()),
+                    namespace: namespace.map(str::to_owned),
+                    ..ResourceAttributes::default()
+                }),
+                ..SelfSubjectAccessReviewSpec::default()
+            },
+            ..SelfSubjectAccessReview::default()
+        };
+        let api: Api<SelfSubjectAccessReview> = Api::all(self.0.clone());
+        let answer = api.create(&PostParams::default(), &review).await?;
+        Ok(answer.status.is_some_and(|status| status.allowed))
+    }
+}
+
+/// The namespaces the watches cover.
+pub(crate) fn watched_namespaces(options: &Options) -> Namespaces {
+    match &options.namespace_scope {
+        NamespaceScope::All { .. } => vec![None],
+        NamespaceScope::Only(list) => list.iter().cloned().map(Some).collect(),
+    }
+}
+
+/// Verbs on workloads that only reading needs (`get` is read fresh just before a write).
+fn purpose_of_workload_verb(verb: &str) -> Purpose {
+    if matches!(verb, "list" | "watch") { Purpose::Read } else { Purpose::Write }
+}
+
+/// Webhook mode and dry runs never write a workload.
+pub(crate) fn writes_workloads(options: &Options) -> bool {
+    options.webhook_url.is_none() && !options.dry_run
+}
+
+/// Every permission the code uses in this configuration (the watches' list/watch, the writes of
+/// each enabled kind, Events, the Lease), one entry per verb.
+pub(crate) fn required(options: &Options, kinds: &EnabledKinds, csi: bool) -> Vec<Need> {
+    let watched = watched_namespaces(options);
+    let mut needs = Vec::new();
+    let mut need = |group, resource, verb, purpose, namespaces: &Namespaces| {
+        needs.push(Need {
+            permission: Permission { group, resource, verb },
+            purpose,
+            namespaces: namespaces.clone(),
+        });
+    };
+    let reads = ["list", "watch"];
+    for (ignored, resource) in
+        [(IgnoredResources::ConfigMaps, "configmaps"), (IgnoredResources::Secrets, "secrets")]
+    {
+        if options.ignored_resources != ignored {
+            reads.iter().for_each(|verb| need("", resource, verb, Purpose::Read, &watched));
+        }
+    }
+    if let NamespaceScope::All { selector: Some(_), .. } = &options.namespace_scope {
+        reads.iter().for_each(|verb| need("", "namespaces", verb, Purpose::Read, &vec![None]));
+    }
+    if csi {
+        for resource in ["secretproviderclasses", "secretproviderclasspodstatuses"] {
+            reads
+                .iter()
+                .for_each(|verb| need("secrets-store.csi.x-k8s.io", resource, verb, Purpose::Read, &watched));
+        }
+    }
+    let writes = writes_workloads(options);
+    for kind in kinds.iter() {
+        let info: &KindInfo = crate::kinds::info(kind);
+        for verb in info.verbs {
+            let purpose = purpose_of_workload_verb(verb);
+            if purpose == Purpose::Read || writes {
+                need(info.group, info.plural, verb, purpose, &watched);
+            }
+        }
+    }
+    // A CronJob reloads by creating a Job, even when Jobs themselves are not watched.
+    if writes && kinds.contains(WorkloadKind::CronJob) && !kinds.contains(WorkloadKind::Job) {
+        need("batch", "jobs", "create", Purpose::Write, &watched);
+    }
+    // Events go through the events.k8s.io API (kube's recorder creates, then patches a series).
+    for verb in ["create", "patch"] {
+        need("events.k8s.io", "events", verb, Purpose::Write, &watched);
+    }
+    if let Some(election) = &options.leader_election {
+        let lease_namespace = vec![Some(election.namespace.clone())];
+        for verb in ["get", "create", "update"] {
+            need("coordination.k8s.io", "leases", verb, Purpose::Write, &lease_namespace);
+        }
+    }
+    needs
+}
+
+/// The needs the API server denies, each narrowed to the namespaces where it is denied. When a
+/// review fails, that is logged once and the rest counts as allowed: the watches will say what
+/// is wrong.
+pub(crate) async fn denied(review: &dyn AccessReview, needs: &[Need]) -> Vec<Need> {
+    let mut denied = Vec::new();
+    for need in needs {
+        let mut namespaces = Vec::new();
+        for namespace in &need.namespaces {
+            match review.allows(need.permission, namespace.as_deref()).await {
+                Ok(true) => {}
+                Ok(false) => namespaces.push(namespace.clone()),
+                Err(e) => {
+                    // Said once: the remaining checks would fail the same way.
+                    warn!(error = %e, "could not check RBAC with a SelfSubjectAccessReview; not checking further");
+                    return denied;
+                }
+            }
+        }
+        if !namespaces.is_empty() {
+            denied.push(Need { namespaces, ..need.clone() });
+        }
+    }
+    denied
+}
+
+/// The one log line for a missing permission: what is denied, where, and the rule to add.
+pub(crate) fn explanation(need: &Need) -> String {
+    let Permission { group, resource, verb } = need.permission;
+    let (place, role) = match need.namespaces.as_slice() {
+        [None] => ("in all namespaces".to_owned(), "its ClusterRole"),
+        namespaces => {
+            let names: Vec<&str> = namespaces.iter().flatten().map(String::as_str).collect();
+            (format!("in namespace {}", names.join(", ")), "its Role there (or its ClusterRole)")
+        }
+    };
+    let consequence = match need.purpose {
+        Purpose::Read => "until then reloader cannot see changes and is not ready",
+        Purpose::Write => "until then the reloads that need it fail",
+    };
+    format!(
+        "RBAC: reloader may not {verb} {resource} (apiGroup \"{group}\") {place}; add the rule \
+         {{apiGroups: [\"{group}\"], resources: [\"{resource}\"], verbs: [\"{verb}\"]}} to {role}, \
+         or install reloader's chart, whose RBAC is exactly what reloader needs; {consequence}"
+    )
+}
+
+/// Logs each denied need once. Returns the denied reads.
+pub(crate) fn explain(denied: Vec<Need>) -> Vec<Need> {
+    let mut reads = Vec::new();
+    for need in denied {
+        let Permission { group, resource, verb } = need.permission;
+        match need.purpose {
+            Purpose::Read => {
+                error!(api_group = group, resource, verb, "{}", explanation(&need));
+                reads.push(need);
+            }
+            Purpose::Write => warn!(api_group = group, resource, verb, "{}", explanation(&need)),
+        }
+    }
+    reads
+}
+
+/// Checks the needs, explains what is missing and holds readiness back while a read is missing;
+/// the returned task re-checks the missing reads until they are granted (then it idles).
+pub(crate) async fn check(
+    review: Arc<dyn AccessReview>,
+    needs: &[Need],
+    health: &Health,
+) -> impl Future<Output = ()> + Send + 'static {
+    let missing_reads = explain(denied(review.as_ref(), needs).await);
+    health.set_reads_granted(missing_reads.is_empty());
+    let health = health.clone();
+    async move {
+        let mut missing = missing_reads;
+        while !missing.is_empty() {
+            tokio::time::sleep(RECHECK_PERIOD).await;
+            missing = denied(review.as_ref(), &missing).await;
+            if missing.is_empty() {
+                info!("RBAC: every permission reloader reads with is granted now");
+                health.set_reads_granted(true);
+            }
+        }
+        std::future::pending::<()>().await;
+    }
+}
+
+/// For a kind that is only auto-detected: the verbs RBAC denies on it somewhere in `namespaces`
+/// (empty: the kind may be used). Without `writes`, only what watching it needs is checked.
+pub(crate) async fn denied_verbs(
+    review: &dyn AccessReview,
+    info: &KindInfo,
+    namespaces: &Namespaces,
+    writes: bool,
+) -> Vec<&'static str> {
+    let needs: Vec<Need> = info
+        .verbs
+        .iter()
+        .map(|verb| Need {
+            permission: Permission { group: info.group, resource: info.plural, verb },
+            purpose: purpose_of_workload_verb(verb),
+            namespaces: namespaces.clone(),
+        })
+        .filter(|need| writes || need.purpose == Purpose::Read)
+        .collect();
+    denied(review, &needs).await.into_iter().map(|need| need.permission.verb).collect()
+}
+
+#[cfg(test)]
+mod tests;
