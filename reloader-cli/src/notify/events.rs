@@ -1,14 +1,32 @@
-//! Kubernetes Events on workloads: `Reloaded` (Normal), `ReloadFail` and `InvalidAnnotation`
-//! (Warning), docs/compatibility.md §10.
+//! Kubernetes Events on workloads, as Stakater records them (docs/compatibility.md §10):
+//! `Reloaded` (Normal) and `ReloadFail` (Warning) in core/v1, on the workload object (uid
+//! included, so `kubectl describe` lists them), reported by `reloader-<resources>` like the
+//! Stakater controller that watched the changed resource; plus our own `InvalidAnnotation`.
+//!
+//! Recording never blocks a writer: Events go through a bounded queue to one delivery task,
+//! which, like client-go's recorder, counts a repeat of an identical Event on the Event already
+//! stored (`count`, `lastTimestamp`) instead of creating another.
 
-use async_trait::async_trait;
-use k8s_openapi::api::core::v1::ObjectReference;
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+
+use k8s_openapi::api::core::v1::{Event, EventSource as CoreEventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use reloader_core::model::WorkloadKey;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use reloader_core::model::{ResourceKey, ResourceKind, WorkloadKey};
+use tokio::sync::mpsc;
 use tracing::warn;
 
-/// Why an Event is recorded: its `reason`, its type and its `action`.
+/// Events waiting for delivery; beyond this, new ones are dropped (and logged).
+const QUEUE_CAPACITY: usize = 1024;
+/// Identical Events remembered for counting repeats (client-go keeps as many).
+const OBSERVATIONS: usize = 4096;
+/// The API server keeps notes of events.k8s.io to this many bytes; ours stay within it.
+const MESSAGE_LIMIT: usize = 1024;
+
+/// Why an Event is recorded: its `reason` and its type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum EventReason {
     /// A workload was reloaded (Normal).
@@ -28,63 +46,291 @@ impl EventReason {
         }
     }
 
-    fn event_type(self) -> EventType {
+    fn event_type(self) -> &'static str {
         match self {
-            EventReason::Reloaded => EventType::Normal,
-            EventReason::ReloadFail | EventReason::InvalidAnnotation => EventType::Warning,
-        }
-    }
-
-    fn action(self) -> &'static str {
-        match self {
-            EventReason::Reloaded | EventReason::ReloadFail => "Reload",
-            EventReason::InvalidAnnotation => "Validate",
+            EventReason::Reloaded => "Normal",
+            EventReason::ReloadFail | EventReason::InvalidAnnotation => "Warning",
         }
     }
 }
 
-/// Where Events on workloads go. Recording is best effort: an Event is a report, never a
-/// reason to fail or retry a reload, so there is no error to return.
-#[async_trait]
+/// Who reports an Event (`source.component` and `reportingComponent`). Stakater runs one
+/// controller per watched resource type, each recording as `reloader-<resource>`; Events that
+/// no resource caused are ours and report as `reloader`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EventSource {
+    Resource(ResourceKind),
+    Reloader,
+}
+
+impl EventSource {
+    pub(crate) fn as_label(self) -> &'static str {
+        match self {
+            EventSource::Resource(ResourceKind::ConfigMap) => "reloader-configmaps",
+            EventSource::Resource(ResourceKind::Secret) => "reloader-secrets",
+            EventSource::Resource(ResourceKind::SecretProviderClass) => {
+                "reloader-secretproviderclasspodstatuses"
+            }
+            EventSource::Reloader => "reloader",
+        }
+    }
+}
+
+/// The object an Event is about: the workload as it was read before the write (Stakater
+/// references that object, so its uid and resourceVersion). Without a uid (nothing could be
+/// read) the Event is still recorded, but `kubectl describe` cannot list it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EventTarget {
+    pub(crate) key: WorkloadKey,
+    pub(crate) uid: Option<String>,
+    pub(crate) resource_version: Option<String>,
+}
+
+impl EventTarget {
+    /// A workload known by name only.
+    pub(crate) fn named(key: WorkloadKey) -> Self {
+        EventTarget { key, uid: None, resource_version: None }
+    }
+
+    fn object_reference(&self) -> ObjectReference {
+        ObjectReference {
+            api_version: Some(crate::kinds::info(self.key.kind).api_version()),
+            kind: Some(self.key.kind.as_str().into()),
+            namespace: Some(self.key.namespace.to_string()),
+            name: Some(self.key.name.to_string()),
+            uid: self.uid.clone(),
+            resource_version: self.resource_version.clone(),
+            field_path: None,
+        }
+    }
+}
+
+/// One Event to record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WorkloadEvent {
+    pub(crate) target: EventTarget,
+    pub(crate) reason: EventReason,
+    pub(crate) source: EventSource,
+    pub(crate) message: String,
+}
+
+impl WorkloadEvent {
+    /// Stakater's text for a written reload.
+    pub(crate) fn reloaded(target: EventTarget, resource: &ResourceKey) -> Self {
+        let message = format!(
+            "Changes detected in '{}' of type '{}' in namespace '{}', Updated '{}' of type '{}' in namespace '{}'",
+            resource.name,
+            resource.kind.marker_type(),
+            resource.namespace,
+            target.key.name,
+            target.key.kind.as_str(),
+            target.key.namespace,
+        );
+        Self::new(target, EventReason::Reloaded, EventSource::Resource(resource.kind), message)
+    }
+
+    /// Stakater's text for a write that failed; `error` is the API server's message.
+    pub(crate) fn reload_failed(target: EventTarget, resource: &ResourceKey, error: &str) -> Self {
+        let message = format!(
+            "Update for '{}' of type '{}' in namespace '{}' failed with error {error}",
+            target.key.name,
+            target.key.kind.as_str(),
+            target.key.namespace,
+        );
+        Self::new(target, EventReason::ReloadFail, EventSource::Resource(resource.kind), message)
+    }
+
+    /// Ours (Stakater has no pause timer to fail).
+    pub(crate) fn resume_failed(target: EventTarget, error: &str) -> Self {
+        let message = format!("Resume after pause period failed: {error}");
+        Self::new(target, EventReason::ReloadFail, EventSource::Reloader, message)
+    }
+
+    /// Ours: what is wrong with the workload's annotations.
+    pub(crate) fn invalid_annotation(target: EventTarget, problems: String) -> Self {
+        Self::new(target, EventReason::InvalidAnnotation, EventSource::Reloader, problems)
+    }
+
+    fn new(target: EventTarget, reason: EventReason, source: EventSource, message: String) -> Self {
+        WorkloadEvent { target, reason, source, message: truncate(&message, MESSAGE_LIMIT) }
+    }
+
+    /// What makes two Events the same one, counted rather than repeated (client-go's key).
+    fn identity(&self) -> String {
+        let t = &self.target;
+        [
+            self.source.as_label(),
+            t.key.kind.as_str(),
+            &t.key.namespace,
+            &t.key.name,
+            t.uid.as_deref().unwrap_or_default(),
+            self.reason.event_type(),
+            self.reason.as_label(),
+            &self.message,
+        ]
+        .join("\u{0}")
+    }
+
+    /// The core/v1 Event as Stakater's recorder writes it the first time.
+    fn to_core(&self, name: String, first: Timestamp, last: Timestamp, count: i32) -> Event {
+        let component = self.source.as_label().to_string();
+        Event {
+            metadata: ObjectMeta {
+                name: Some(name),
+                namespace: Some(self.target.key.namespace.to_string()),
+                ..Default::default()
+            },
+            involved_object: self.target.object_reference(),
+            reason: Some(self.reason.as_label().into()),
+            message: Some(self.message.clone()),
+            type_: Some(self.reason.event_type().into()),
+            first_timestamp: Some(Time(first)),
+            last_timestamp: Some(Time(last)),
+            count: Some(count),
+            source: Some(CoreEventSource { component: Some(component.clone()), host: None }),
+            reporting_component: Some(component),
+            reporting_instance: Some(String::new()),
+            ..Default::default()
+        }
+    }
+}
+
+/// Where Events on workloads go. Recording is best effort and returns at once: an Event is a
+/// report, never a reason to fail, delay or retry a reload.
 pub(crate) trait EventSink: Send + Sync {
-    async fn publish(&self, workload: &WorkloadKey, reason: EventReason, message: &str);
+    fn record(&self, event: WorkloadEvent);
 }
 
-/// Events recorded through the API server (events.k8s.io), reported by this replica.
-pub(crate) struct EventPublisher {
-    recorder: Recorder,
+/// Queues Events for [`EventDelivery`], which writes them through the API server.
+pub(crate) struct EventRecorder {
+    queue: mpsc::Sender<WorkloadEvent>,
 }
 
-impl EventPublisher {
-    pub(crate) fn new(client: Client, instance: String) -> Self {
-        let reporter = Reporter { controller: "reloader".into(), instance: Some(instance) };
-        EventPublisher { recorder: Recorder::new(client, reporter) }
+impl EventRecorder {
+    /// The queue handle and the delivery loop, which the caller owns and runs; it ends when
+    /// every handle is gone.
+    pub(crate) fn new(client: Client) -> (Self, impl Future<Output = ()> + Send + 'static) {
+        let (queue, pending) = mpsc::channel(QUEUE_CAPACITY);
+        let delivery = EventDelivery { client, seen: Observations::default() };
+        (EventRecorder { queue }, delivery.run(pending))
     }
 }
 
-#[async_trait]
-impl EventSink for EventPublisher {
-    async fn publish(&self, workload: &WorkloadKey, reason: EventReason, message: &str) {
-        let event = Event {
-            type_: reason.event_type(),
-            reason: reason.as_label().into(),
-            note: Some(truncate(message, 1024)),
-            action: reason.action().into(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&event, &object_reference(workload)).await {
-            warn!(%workload, error = %e, reason = reason.as_label(), "could not record Kubernetes Event");
+impl EventSink for EventRecorder {
+    fn record(&self, event: WorkloadEvent) {
+        if let Err(e) = self.queue.try_send(event) {
+            let event = match &e {
+                mpsc::error::TrySendError::Full(event) | mpsc::error::TrySendError::Closed(event) => event,
+            };
+            warn!(
+                workload = %event.target.key,
+                reason = event.reason.as_label(),
+                "Event queue full or closed; Event dropped"
+            );
         }
     }
 }
 
-fn object_reference(key: &WorkloadKey) -> ObjectReference {
-    ObjectReference {
-        api_version: Some(crate::kinds::info(key.kind).api_version()),
-        kind: Some(key.kind.as_str().into()),
-        namespace: Some(key.namespace.to_string()),
-        name: Some(key.name.to_string()),
-        ..Default::default()
+struct EventDelivery {
+    client: Client,
+    seen: Observations,
+}
+
+impl EventDelivery {
+    async fn run(mut self, mut pending: mpsc::Receiver<WorkloadEvent>) {
+        while let Some(mut event) = pending.recv().await {
+            if let Err(error) = self.deliver(&mut event).await {
+                warn!(
+                    workload = %event.target.key,
+                    reason = event.reason.as_label(),
+                    %error,
+                    "could not record Kubernetes Event"
+                );
+            }
+        }
+    }
+
+    async fn deliver(&mut self, event: &mut WorkloadEvent) -> Result<(), kube::Error> {
+        if event.target.uid.is_none() {
+            self.identify(&mut event.target).await?;
+        }
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &event.target.key.namespace);
+        let now = Timestamp::now();
+        let identity = event.identity();
+        if let Some(seen) = self.seen.repeat(&identity) {
+            let patch = Patch::Strategic(serde_json::json!({
+                "count": seen.count,
+                "lastTimestamp": Time(now),
+                "message": event.message,
+            }));
+            match api.patch(&seen.name, &PatchParams::default(), &patch).await {
+                Ok(_) => return Ok(()),
+                // Expired or deleted since: record it anew, keeping the count (as client-go does).
+                Err(kube::Error::Api(e)) if e.code == 404 => {
+                    let core = event.to_core(seen.name.clone(), seen.first, now, seen.count);
+                    return api.create(&PostParams::default(), &core).await.map(drop);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let name = event_name(&event.target.key.name, now);
+        let core = event.to_core(name.clone(), now, now, 1);
+        api.create(&PostParams::default(), &core).await?;
+        self.seen.first(identity, name, now);
+        Ok(())
+    }
+}
+
+impl EventDelivery {
+    /// Reads the uid of a workload known by name only (annotation problems are found in the
+    /// index, which keeps no uid), so that `kubectl describe` lists its Events too.
+    async fn identify(&self, target: &mut EventTarget) -> Result<(), kube::Error> {
+        let resource = crate::kinds::api_resource(target.key.kind);
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &target.key.namespace, &resource);
+        if let Some(found) = api.get_metadata_opt(&target.key.name).await? {
+            target.uid = found.metadata.uid;
+            target.resource_version = found.metadata.resource_version;
+        }
+        Ok(())
+    }
+}
+
+/// client-go's Event name: the object's name and the time in hex nanoseconds.
+fn event_name(object: &str, at: Timestamp) -> String {
+    format!("{object}.{:x}", at.as_nanosecond())
+}
+
+#[derive(Debug, Clone)]
+struct Observation {
+    name: String,
+    first: Timestamp,
+    count: i32,
+}
+
+/// The Events recorded so far, oldest forgotten first.
+#[derive(Default)]
+struct Observations {
+    by_identity: HashMap<String, Observation>,
+    order: VecDeque<String>,
+}
+
+impl Observations {
+    /// A repeat of a recorded Event: its new count, name and first time.
+    fn repeat(&mut self, identity: &str) -> Option<Observation> {
+        let seen = self.by_identity.get_mut(identity)?;
+        seen.count += 1;
+        Some(seen.clone())
+    }
+
+    fn first(&mut self, identity: String, name: String, at: Timestamp) {
+        if self.order.len() >= OBSERVATIONS
+            && let Some(oldest) = self.order.pop_front()
+        {
+            self.by_identity.remove(&oldest);
+        }
+        self.order.push_back(identity.clone());
+        self.by_identity.insert(identity, Observation { name, first: at, count: 1 });
     }
 }
 
@@ -102,17 +348,4 @@ fn truncate(s: &str, max: usize) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::truncate;
-
-    #[test]
-    fn truncated_notes_fit_the_api_limit_with_their_ellipsis() {
-        let short = "fits";
-        assert_eq!(truncate(short, 1024), short);
-        for text in ["x".repeat(2000), "é".repeat(1500)] {
-            let cut = truncate(&text, 1024);
-            assert!(cut.len() <= 1024, "{} bytes", cut.len());
-            assert!(cut.ends_with('…'));
-        }
-    }
-}
+mod tests;

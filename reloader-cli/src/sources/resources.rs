@@ -143,7 +143,7 @@ mod tests {
 
     use super::*;
     use crate::executor::Work;
-    use crate::notify::events::{EventReason, EventSink};
+    use crate::notify::events::{EventSink, WorkloadEvent};
     use crate::observe::http::Health;
     use crate::reconcile::pause::PauseTimers;
     use crate::reconcile::standby::{REPLAY_WINDOW, StandbyChanges};
@@ -157,9 +157,8 @@ mod tests {
     }
 
     struct NoEvents;
-    #[async_trait::async_trait]
     impl EventSink for NoEvents {
-        async fn publish(&self, _: &WorkloadKey, _: EventReason, _: &str) {}
+        fn record(&self, _: WorkloadEvent) {}
     }
 
     /// The real ConfigMap watch target and glue, fed a listed ConfigMap while the index lock is
