@@ -229,14 +229,16 @@ async fn all_changed(probes: &[Probe]) -> bool {
 }
 
 /// Every workload has a `Reloaded` Event that counts `reloads` occurrences (a repeat is recorded
-/// by patching the first Event's series).
+/// by patching the first Event's count, read here through events.k8s.io as `deprecatedCount`).
 async fn reloaded_events_counted(probes: &[Probe], reloads: i32) -> bool {
     for probe in probes {
         for kind in probe.kinds() {
             let events = probe.events(kind, "Reloaded").await.expect("listing Events");
             let count: i32 = events
                 .iter()
-                .map(|event| event.series.as_ref().map_or(1, |series| series.count))
+                .map(|event| {
+                    event.series.as_ref().map(|series| series.count).or(event.deprecated_count).unwrap_or(1)
+                })
                 .max()
                 .unwrap_or(0);
             if count < reloads {
