@@ -19,6 +19,8 @@ use reloader_core::model::{ResourceKey, ResourceKind, WorkloadKey};
 use tokio::sync::mpsc;
 use tracing::warn;
 
+use crate::executor::FIELD_MANAGER;
+
 /// Events waiting for delivery; beyond this, new ones are dropped (and logged).
 const QUEUE_CAPACITY: usize = 1024;
 /// Identical Events remembered for counting repeats (client-go keeps as many).
@@ -263,19 +265,19 @@ impl EventDelivery {
                 "lastTimestamp": Time(now),
                 "message": event.message,
             }));
-            match api.patch(&seen.name, &PatchParams::default(), &patch).await {
+            match api.patch(&seen.name, &write_params(), &patch).await {
                 Ok(_) => return Ok(()),
                 // Expired or deleted since: record it anew, keeping the count (as client-go does).
                 Err(kube::Error::Api(e)) if e.code == 404 => {
                     let core = event.to_core(seen.name.clone(), seen.first, now, seen.count);
-                    return api.create(&PostParams::default(), &core).await.map(drop);
+                    return api.create(&create_params(), &core).await.map(drop);
                 }
                 Err(e) => return Err(e),
             }
         }
         let name = event_name(&event.target.key.name, now);
         let core = event.to_core(name.clone(), now, now, 1);
-        api.create(&PostParams::default(), &core).await?;
+        api.create(&create_params(), &core).await?;
         self.seen.first(identity, name, now);
         Ok(())
     }
@@ -294,6 +296,15 @@ impl EventDelivery {
         }
         Ok(())
     }
+}
+
+/// Stakater's Events are written by field manager `Reloader`, like its workload writes.
+fn create_params() -> PostParams {
+    PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }
+}
+
+fn write_params() -> PatchParams {
+    PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }
 }
 
 /// client-go's Event name: the object's name and the time in hex nanoseconds.
