@@ -63,6 +63,17 @@ async fn wait_for_event(
     .unwrap()
 }
 
+/// Waits until `name` shows an Event with `reason`; returns the first.
+async fn wait_for_reason(client: &Client, namespace: &str, name: &str, reason: &str) -> Event {
+    wait_until(&format!("a {reason} Event on {name}"), TIMEOUT, || async {
+        let (_, events) = described_events(client, namespace, name).await?;
+        let found = events.into_iter().find(|e| e.reason.as_deref() == Some(reason));
+        found.ok_or_else(|| NotYet::because(format!("no {reason} yet")))
+    })
+    .await
+    .unwrap()
+}
+
 fn resource_version(value: Option<&String>) -> u64 {
     value.and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("a numeric resourceVersion: {value:?}"))
 }
@@ -163,15 +174,7 @@ async fn a_refused_write_is_described_as_stakaters_reload_fail() {
 
     resources.update_data(&config, &[("k", "v2")]).await.unwrap();
     let prefix = format!("Update for 'frozen' of type 'Deployment' in namespace '{ns}' failed with error ");
-    let event = wait_until("a ReloadFail Event on frozen", TIMEOUT, || async {
-        let (_, events) = described_events(client, ns, "frozen").await?;
-        events
-            .into_iter()
-            .find(|e| e.reason.as_deref() == Some("ReloadFail"))
-            .ok_or_else(|| NotYet::because("no ReloadFail yet"))
-    })
-    .await
-    .unwrap();
+    let event = wait_for_reason(client, ns, "frozen", "ReloadFail").await;
     let message = event.message.as_deref().unwrap_or_default();
     assert!(message.starts_with(&prefix) && message.len() > prefix.len(), "{message:?}");
     assert!(!message.contains("ErrorResponse"), "the API server's message, not a debug dump: {message:?}");
@@ -197,15 +200,7 @@ async fn invalid_annotation_warnings_are_described() {
         .await
         .unwrap();
     let _reloader = env.reloader(Strategy::EnvVars, &[]).await;
-    let event = wait_until("an InvalidAnnotation Event on broken", TIMEOUT, || async {
-        let (_, events) = described_events(client, ns, "broken").await?;
-        events
-            .into_iter()
-            .find(|e| e.reason.as_deref() == Some("InvalidAnnotation"))
-            .ok_or_else(|| NotYet::because("no InvalidAnnotation yet"))
-    })
-    .await
-    .unwrap();
+    let event = wait_for_reason(client, ns, "broken", "InvalidAnnotation").await;
     assert_eq!(event.type_.as_deref(), Some("Warning"));
     assert!(event.message.as_deref().unwrap_or_default().contains("cfg-[("), "{event:#?}");
     assert_eq!(event.source.as_ref().and_then(|s| s.component.as_deref()), Some("reloader"));
