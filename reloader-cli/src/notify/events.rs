@@ -17,7 +17,7 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use reloader_core::model::{ResourceKey, ResourceKind, WorkloadKey};
 use tokio::sync::mpsc;
-use tracing::warn;
+use tracing::{debug, warn};
 
 use crate::executor::FIELD_MANAGER;
 
@@ -253,8 +253,11 @@ impl EventDelivery {
     }
 
     async fn deliver(&mut self, event: &mut WorkloadEvent) -> Result<(), kube::Error> {
-        if event.target.uid.is_none() {
-            self.identify(&mut event.target).await?;
+        if event.target.uid.is_none()
+            && let Err(error) = self.identify(&mut event.target).await
+        {
+            // Still worth recording by name: exporters see it, only `describe` does not.
+            debug!(workload = %event.target.key, %error, "could not read the workload's uid for its Event");
         }
         let api: Api<Event> = Api::namespaced(self.client.clone(), &event.target.key.namespace);
         let now = Timestamp::now();
