@@ -23,8 +23,11 @@ use crate::executor::FIELD_MANAGER;
 
 /// Events waiting for delivery; beyond this, new ones are dropped (and logged).
 const QUEUE_CAPACITY: usize = 1024;
-/// Identical Events remembered for counting repeats (client-go keeps as many).
-const OBSERVATIONS: usize = 4096;
+/// Events (and spam buckets) remembered, as many as client-go's recorder keeps.
+const REMEMBERED: usize = 4096;
+/// client-go's spam filter: 25 Events at once per object, then one per 5 minutes.
+const SPAM_BURST: f64 = 25.0;
+const SPAM_REFILL: std::time::Duration = std::time::Duration::from_secs(300);
 /// The API server keeps notes of events.k8s.io to this many bytes; ours stay within it.
 const MESSAGE_LIMIT: usize = 1024;
 
@@ -173,6 +176,21 @@ impl WorkloadEvent {
         .join("\u{0}")
     }
 
+    /// The spam filter's key (client-go's): the reporter, the object and the type, not the
+    /// reason nor the message.
+    fn spam_key(&self) -> String {
+        let t = &self.target;
+        [
+            self.source.as_label(),
+            t.key.kind.as_str(),
+            &t.key.namespace,
+            &t.key.name,
+            t.uid.as_deref().unwrap_or_default(),
+            self.reason.event_type(),
+        ]
+        .join("\u{0}")
+    }
+
     /// The core/v1 Event as Stakater's recorder writes it the first time.
     fn to_core(&self, name: String, first: Timestamp, last: Timestamp, count: i32) -> Event {
         let component = self.source.as_label().to_string();
@@ -213,7 +231,7 @@ impl EventRecorder {
     /// every handle is gone.
     pub(crate) fn new(client: Client) -> (Self, impl Future<Output = ()> + Send + 'static) {
         let (queue, pending) = mpsc::channel(QUEUE_CAPACITY);
-        let delivery = EventDelivery { client, seen: Observations::default() };
+        let delivery = EventDelivery { client, seen: Observations::default(), spam: SpamFilter::default() };
         (EventRecorder { queue }, delivery.run(pending))
     }
 }
@@ -236,6 +254,7 @@ impl EventSink for EventRecorder {
 struct EventDelivery {
     client: Client,
     seen: Observations,
+    spam: SpamFilter,
 }
 
 impl EventDelivery {
@@ -261,8 +280,15 @@ impl EventDelivery {
         }
         let api: Api<Event> = Api::namespaced(self.client.clone(), &event.target.key.namespace);
         let now = Timestamp::now();
-        let identity = event.identity();
-        if let Some(seen) = self.seen.repeat(&identity) {
+        // As client-go: the repeat is counted first, then the spam filter may skip the write
+        // (a later repeat that passes carries the full count).
+        let (seen, repeat) =
+            self.seen.observe(event.identity(), || event_name(&event.target.key.name, now), now);
+        if !self.spam.accept(event.spam_key(), std::time::Instant::now()) {
+            debug!(workload = %event.target.key, reason = event.reason.as_label(), "Event skipped by the spam filter");
+            return Ok(());
+        }
+        if repeat {
             let patch = Patch::Strategic(serde_json::json!({
                 "count": seen.count,
                 "lastTimestamp": Time(now),
@@ -271,18 +297,12 @@ impl EventDelivery {
             match api.patch(&seen.name, &write_params(), &patch).await {
                 Ok(_) => return Ok(()),
                 // Expired or deleted since: record it anew, keeping the count (as client-go does).
-                Err(kube::Error::Api(e)) if e.code == 404 => {
-                    let core = event.to_core(seen.name.clone(), seen.first, now, seen.count);
-                    return api.create(&create_params(), &core).await.map(drop);
-                }
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
                 Err(e) => return Err(e),
             }
         }
-        let name = event_name(&event.target.key.name, now);
-        let core = event.to_core(name.clone(), now, now, 1);
-        api.create(&create_params(), &core).await?;
-        self.seen.first(identity, name, now);
-        Ok(())
+        let core = event.to_core(seen.name, seen.first, now, seen.count);
+        api.create(&create_params(), &core).await.map(drop)
     }
 }
 
@@ -322,29 +342,91 @@ struct Observation {
     count: i32,
 }
 
-/// The Events recorded so far, oldest forgotten first.
+/// The Events recorded so far, by identity.
 #[derive(Default)]
-struct Observations {
-    by_identity: HashMap<String, Observation>,
+struct Observations(Bounded<Observation>);
+
+impl Observations {
+    /// Counts an Event: a repeat of a recorded one (`true`, its count raised) or a first one,
+    /// named by `name`. Returns the observation to write.
+    fn observe(
+        &mut self,
+        identity: String,
+        name: impl FnOnce() -> String,
+        at: Timestamp,
+    ) -> (Observation, bool) {
+        if let Some(seen) = self.0.get_mut(&identity) {
+            seen.count += 1;
+            return (seen.clone(), true);
+        }
+        let seen = Observation { name: name(), first: at, count: 1 };
+        self.0.insert(identity, seen.clone());
+        (seen, false)
+    }
+}
+
+/// client-go's spam filter: per reporting component, object and type, a burst of Events, then
+/// one per refill period.
+#[derive(Default)]
+struct SpamFilter(Bounded<TokenBucket>);
+
+#[derive(Debug, Clone, Copy)]
+struct TokenBucket {
+    tokens: f64,
+    updated: std::time::Instant,
+}
+
+impl SpamFilter {
+    fn accept(&mut self, key: String, now: std::time::Instant) -> bool {
+        let bucket = match self.0.get_mut(&key) {
+            Some(bucket) => bucket,
+            None => {
+                self.0.insert(key.clone(), TokenBucket { tokens: SPAM_BURST, updated: now });
+                self.0.get_mut(&key).expect("just inserted")
+            }
+        };
+        let refilled =
+            now.saturating_duration_since(bucket.updated).as_secs_f64() / SPAM_REFILL.as_secs_f64();
+        bucket.tokens = (bucket.tokens + refilled).min(SPAM_BURST);
+        bucket.updated = now;
+        if bucket.tokens < 1.0 {
+            return false;
+        }
+        bucket.tokens -= 1.0;
+        true
+    }
+}
+
+/// A map that forgets its oldest entries beyond [`REMEMBERED`] (client-go's cache size).
+struct Bounded<V> {
+    by_key: HashMap<String, V>,
     order: VecDeque<String>,
 }
 
-impl Observations {
-    /// A repeat of a recorded Event: its new count, name and first time.
-    fn repeat(&mut self, identity: &str) -> Option<Observation> {
-        let seen = self.by_identity.get_mut(identity)?;
-        seen.count += 1;
-        Some(seen.clone())
+impl<V> Default for Bounded<V> {
+    fn default() -> Self {
+        Bounded { by_key: HashMap::new(), order: VecDeque::new() }
+    }
+}
+
+impl<V> Bounded<V> {
+    fn get_mut(&mut self, key: &str) -> Option<&mut V> {
+        self.by_key.get_mut(key)
     }
 
-    fn first(&mut self, identity: String, name: String, at: Timestamp) {
-        if self.order.len() >= OBSERVATIONS
+    fn insert(&mut self, key: String, value: V) {
+        if self.order.len() >= REMEMBERED
             && let Some(oldest) = self.order.pop_front()
         {
-            self.by_identity.remove(&oldest);
+            self.by_key.remove(&oldest);
         }
-        self.order.push_back(identity.clone());
-        self.by_identity.insert(identity, Observation { name, first: at, count: 1 });
+        self.order.push_back(key.clone());
+        self.by_key.insert(key, value);
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.by_key.len()
     }
 }
 

@@ -1,7 +1,11 @@
 use k8s_openapi::jiff::Timestamp;
 use reloader_core::model::{ResourceKey, ResourceKind, WorkloadKey, WorkloadKind};
 
-use super::{EventReason, EventSource, EventTarget, Observations, WorkloadEvent, event_name, truncate};
+use std::time::Duration;
+
+use super::{
+    EventReason, EventSource, EventTarget, Observations, SpamFilter, WorkloadEvent, event_name, truncate,
+};
 
 fn target(kind: WorkloadKind, name: &str) -> EventTarget {
     EventTarget {
@@ -135,6 +139,7 @@ fn event_names_are_the_object_name_and_hex_nanoseconds() {
 #[test]
 fn identical_events_are_counted_and_different_ones_kept_apart() {
     let at = Timestamp::from_second(1_700_000_000).unwrap();
+    let later = Timestamp::from_second(1_700_000_060).unwrap();
     let mut seen = Observations::default();
     let first = WorkloadEvent::reloaded(
         target(WorkloadKind::Deployment, "web"),
@@ -150,25 +155,67 @@ fn identical_events_are_counted_and_different_ones_kept_apart() {
     let mut next_version = first.clone();
     next_version.target.resource_version = Some("4712".into());
 
-    assert!(seen.repeat(&first.identity()).is_none());
-    seen.first(first.identity(), "web.1".into(), at);
-    let repeat = seen.repeat(&next_version.identity()).expect("counted");
-    assert_eq!((repeat.name.as_str(), repeat.count, repeat.first), ("web.1", 2, at));
-    assert_eq!(seen.repeat(&first.identity()).map(|o| o.count), Some(3));
-    assert!(seen.repeat(&other_resource.identity()).is_none());
-    assert!(seen.repeat(&other_uid.identity()).is_none());
+    let name = |n: &str| {
+        let n = n.to_owned();
+        move || n
+    };
+    let (observed, repeat) = seen.observe(first.identity(), name("web.1"), at);
+    assert_eq!((observed.name.as_str(), observed.count, repeat), ("web.1", 1, false));
+    let (observed, repeat) = seen.observe(next_version.identity(), name("unused"), later);
+    assert_eq!((observed.name.as_str(), observed.count, observed.first, repeat), ("web.1", 2, at, true));
+    assert_eq!(seen.observe(first.identity(), name("unused"), later).0.count, 3);
+    for (other, fresh) in [(&other_resource, "web.2"), (&other_uid, "web.3")] {
+        let (observed, repeat) = seen.observe(other.identity(), name(fresh), later);
+        assert_eq!((observed.name.as_str(), observed.count, repeat), (fresh, 1, false));
+    }
 }
 
 #[test]
 fn observations_forget_the_oldest_beyond_their_bound() {
     let at = Timestamp::from_second(1).unwrap();
     let mut seen = Observations::default();
-    for i in 0..=super::OBSERVATIONS {
-        seen.first(format!("event-{i}"), format!("n{i}"), at);
+    for i in 0..=super::REMEMBERED {
+        seen.observe(format!("event-{i}"), || format!("n{i}"), at);
     }
-    assert!(seen.repeat("event-0").is_none(), "the oldest is forgotten");
-    assert!(seen.repeat("event-1").is_some());
-    assert_eq!(seen.by_identity.len(), super::OBSERVATIONS);
+    assert_eq!(seen.0.len(), super::REMEMBERED);
+    assert!(!seen.observe("event-0".into(), || "again".into(), at).1, "the oldest is forgotten");
+    assert!(seen.observe(format!("event-{}", super::REMEMBERED), || "x".into(), at).1);
+}
+
+/// client-go's filter: 25 Events per reporter, object and type at once, then one per 5 minutes;
+/// the reason and the message do not matter.
+#[test]
+fn the_spam_filter_allows_a_burst_then_one_per_five_minutes() {
+    let start = std::time::Instant::now();
+    let mut filter = SpamFilter::default();
+    let web = WorkloadEvent::reloaded(
+        target(WorkloadKind::Deployment, "web"),
+        &resource(ResourceKind::ConfigMap, "a"),
+    );
+    let web_other_message = WorkloadEvent::reloaded(
+        target(WorkloadKind::Deployment, "web"),
+        &resource(ResourceKind::ConfigMap, "b"),
+    );
+    let api = WorkloadEvent::reloaded(
+        target(WorkloadKind::Deployment, "api"),
+        &resource(ResourceKind::ConfigMap, "a"),
+    );
+    let warning = WorkloadEvent::reload_failed(
+        target(WorkloadKind::Deployment, "web"),
+        &resource(ResourceKind::ConfigMap, "a"),
+        "x",
+    );
+
+    let accepted = (0..30).filter(|i| {
+        let event = if i % 2 == 0 { &web } else { &web_other_message };
+        filter.accept(event.spam_key(), start)
+    });
+    assert_eq!(accepted.count(), 25);
+    assert!(filter.accept(api.spam_key(), start), "another object has its own budget");
+    assert!(filter.accept(warning.spam_key(), start), "another type has its own budget");
+    assert!(!filter.accept(web.spam_key(), start + Duration::from_secs(299)));
+    assert!(filter.accept(web.spam_key(), start + Duration::from_secs(300)), "one more after 5 minutes");
+    assert!(!filter.accept(web.spam_key(), start + Duration::from_secs(301)));
 }
 
 #[test]
