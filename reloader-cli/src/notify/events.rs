@@ -162,18 +162,7 @@ impl WorkloadEvent {
 
     /// What makes two Events the same one, counted rather than repeated (client-go's key).
     fn identity(&self) -> String {
-        let t = &self.target;
-        [
-            self.source.as_label(),
-            t.key.kind.as_str(),
-            &t.key.namespace,
-            &t.key.name,
-            t.uid.as_deref().unwrap_or_default(),
-            self.reason.event_type(),
-            self.reason.as_label(),
-            &self.message,
-        ]
-        .join("\u{0}")
+        [self.spam_key().as_str(), self.reason.as_label(), &self.message].join("\u{0}")
     }
 
     /// The spam filter's key (client-go's): the reporter, the object and the type, not the
