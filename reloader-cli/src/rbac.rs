@@ -144,9 +144,9 @@ pub(crate) fn required(options: &Options, kinds: &EnabledKinds, csi: bool) -> Ve
     if writes && kinds.contains(WorkloadKind::CronJob) && !kinds.contains(WorkloadKind::Job) {
         need("batch", "jobs", "create", Purpose::Write, &watched);
     }
-    // Events go through the events.k8s.io API (kube's recorder creates, then patches a series).
+    // Core/v1 Events, as Stakater's recorder writes them: created, then patched when repeated.
     for verb in ["create", "patch"] {
-        need("events.k8s.io", "events", verb, Purpose::Write, &watched);
+        need("", "events", verb, Purpose::Write, &watched);
     }
     if let Some(election) = &options.leader_election {
         let lease_namespace = vec![Some(election.namespace.clone())];

@@ -17,7 +17,7 @@ use crate::executor::{Executor, ExecutorConfig, ExecutorIo, KubeWorkloadApi};
 use crate::kinds::EnabledKinds;
 use crate::leader::{ElectionConfig, Leadership};
 use crate::notify::alerts::{AlertQueue, Alerter};
-use crate::notify::events::{EventPublisher, EventSink};
+use crate::notify::events::{EventRecorder, EventSink};
 use crate::notify::webhook::WebhookNotifier;
 use crate::observe::http::{self, Health};
 use crate::observe::metrics::Metrics;
@@ -78,7 +78,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             });
             leadership
         }
-        None => Leadership::always(identity),
+        None => Leadership::always(),
     };
 
     if let Some(meta) = &options.meta_info {
@@ -122,8 +122,12 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     });
     let index = Arc::new(RwLock::new(Index::default()));
     let scope = ScopeFilter::new(&options.namespace_scope);
-    let events: Arc<dyn EventSink> =
-        Arc::new(EventPublisher::new(client.clone(), leadership.identity().to_string()));
+    let (recorder, event_delivery) = EventRecorder::new(client.clone());
+    supervisor.spawn("event recorder", async move {
+        event_delivery.await;
+        Ok(())
+    });
+    let events: Arc<dyn EventSink> = Arc::new(recorder);
     let alerts: Option<Arc<dyn AlertQueue>> = match &options.alert {
         Some(cfg) => {
             let (alerter, delivery) = Alerter::new(cfg, metrics.clone())?;

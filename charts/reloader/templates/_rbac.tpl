@@ -54,8 +54,8 @@ Call with (dict "root" $ "cluster" true|false).
   resources: ["secretproviderclasspodstatuses", "secretproviderclasses"]
   verbs: ["get", "list", "watch"]
 {{- end }}
-{{- /* The binary records Events with the events.k8s.io/v1 API (a repeat patches the first). */}}
-- apiGroups: ["events.k8s.io"]
+{{- /* Events are core/v1 Events, as Stakater records them (a repeat patches the first). */}}
+- apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]
 {{- end -}}

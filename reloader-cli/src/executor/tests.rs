@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use super::*;
 use crate::kinds::Loaded;
 use crate::notify::alerts::ReloadNotice;
-use crate::notify::events::EventReason;
+use crate::notify::events::{EventReason, EventSource, EventTarget, WorkloadEvent};
 
 const NS: &str = "team-a";
 
@@ -154,17 +154,21 @@ impl WorkloadApi for FakeApi {
 }
 
 #[derive(Default)]
-struct FakeEvents(Mutex<Vec<(String, EventReason, String)>>);
+struct FakeEvents(Mutex<Vec<WorkloadEvent>>);
 
-#[async_trait]
 impl EventSink for FakeEvents {
-    async fn publish(&self, workload: &WorkloadKey, reason: EventReason, message: &str) {
-        self.0.lock().unwrap().push((workload.name.to_string(), reason, message.to_owned()));
+    fn record(&self, event: WorkloadEvent) {
+        self.0.lock().unwrap().push(event);
     }
 }
 
 impl FakeEvents {
     fn recorded(&self) -> Vec<(String, EventReason, String)> {
+        let events = self.0.lock().unwrap();
+        events.iter().map(|e| (e.target.key.name.to_string(), e.reason, e.message.clone())).collect()
+    }
+
+    fn all(&self) -> Vec<WorkloadEvent> {
         self.0.lock().unwrap().clone()
     }
 }
@@ -186,7 +190,7 @@ fn key(kind: WorkloadKind, name: &str) -> WorkloadKey {
 
 fn deployment(name: &str) -> Deployment {
     serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": NS, "resourceVersion": "10"},
+        "metadata": {"name": name, "namespace": NS, "resourceVersion": "10", "uid": format!("uid-{name}")},
         "spec": {
             "selector": {"matchLabels": {"app": name}},
             "template": {
@@ -568,43 +572,51 @@ async fn events_and_alerts_name_the_resource_and_the_workload() {
     let (h, workload) = start_with_web(Setup::default());
     h.reload(&workload, vec![env_change("cfg", 0xab)]);
     h.settle(SETTLE).await;
+    // The Event references the Deployment as read before the write (its uid and version).
+    let read = EventTarget {
+        key: workload.clone(),
+        uid: Some("uid-web".into()),
+        resource_version: Some("10".into()),
+    };
+    assert_eq!(h.events.all(), vec![WorkloadEvent::reloaded(read, &env_change("cfg", 0xab).resource)]);
     let events = h.events.recorded();
     assert_eq!(
         events,
         vec![(
             "web".to_owned(),
             EventReason::Reloaded,
-            "Changes detected in ConfigMap 'cfg' in namespace 'team-a'; reloaded Deployment 'web'".to_owned()
+            "Changes detected in 'cfg' of type 'CONFIGMAP' in namespace 'team-a', Updated 'web' of type 'Deployment' in namespace 'team-a'".to_owned()
         )]
     );
     let alerts = h.alerts.0.lock().unwrap().clone();
     assert_eq!(
         alerts,
-        vec![ReloadNotice {
-            workload_kind: "Deployment".into(),
-            workload_namespace: NS.into(),
-            workload_name: "web".into(),
-            resource_kind: "ConfigMap".into(),
-            resource_name: "cfg".into(),
-            hash: "ab".repeat(20),
-        }]
+        vec![ReloadNotice { workload: workload.clone(), resource: env_change("cfg", 0xab).resource }]
     );
     h.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_failure_event_lists_the_resources_and_the_error() {
+async fn a_failure_event_per_resource_carries_the_api_servers_message() {
     let (h, workload) = start_with_web(Setup::default());
     h.api.fail_patches(&[403]);
     h.reload(&workload, vec![env_change("a", 1), env_change("b", 2)]);
     h.settle(SETTLE).await;
-    let events = h.events.recorded();
-    assert_eq!(events.len(), 1);
-    let (_, reason, message) = &events[0];
-    assert_eq!(*reason, EventReason::ReloadFail);
-    let resources = format!("{}, {}", env_change("a", 1).resource, env_change("b", 2).resource);
-    assert!(message.starts_with(&format!("Reload for {resources} failed: ")), "{message}");
-    assert!(message.contains("scripted 403"), "{message}");
+    let events = h.events.all();
+    assert_eq!(events.len(), 2, "one per resource, as Stakater handles each change on its own");
+    for event in &events {
+        assert_eq!(event.reason, EventReason::ReloadFail);
+        assert_eq!(event.source, EventSource::Resource(ResourceKind::ConfigMap));
+        assert_eq!(event.target.uid.as_deref(), Some("uid-web"));
+        assert!(
+            event.message.starts_with(
+                "Update for 'web' of type 'Deployment' in namespace 'team-a' failed with error "
+            ),
+            "{}",
+            event.message
+        );
+        assert!(event.message.ends_with("scripted 403"), "the Status message alone: {}", event.message);
+    }
     h.stop().await;
 }
 

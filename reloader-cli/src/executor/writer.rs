@@ -2,21 +2,22 @@
 //! write (nothing if it already carries the markers), send it, and retry per workload —
 //! immediately after a re-read on 409, with backoff on transient errors. Reports every outcome.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::Patch;
 use reloader_core::annotations::AnnotationKeys;
-use reloader_core::markers::{MarkerAction, MarkerChange};
+use reloader_core::markers::MarkerChange;
 use reloader_core::model::WorkloadKey;
 use reloader_core::workload::{PatchKind, WorkloadWrite, WriteContext};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use super::api::WorkloadApi;
+use crate::kinds::Loaded;
 use crate::notify::alerts::{AlertQueue, ReloadNotice};
-use crate::notify::events::{EventReason, EventSink};
+use crate::notify::events::{EventSink, EventTarget, WorkloadEvent};
 use crate::observe::metrics::{ActionResult, ErrorType, Metrics, SkipReason};
 
 /// Enough, with [`conflict_pause`], to outlast a writer updating the object in a tight loop.
@@ -38,6 +39,15 @@ pub(crate) enum WriteFailure {
 }
 
 impl WriteFailure {
+    /// The error as an Event reports it: for the API server's refusals its message alone, as
+    /// Stakater's Events show it.
+    fn event_text(&self) -> String {
+        match self {
+            WriteFailure::Api(kube::Error::Api(status)) => status.message.clone(),
+            other => other.to_string(),
+        }
+    }
+
     /// The `reloader_errors_total{type}` label.
     pub(super) fn error_type(&self) -> ErrorType {
         match self {
@@ -86,7 +96,9 @@ impl Writer {
 
     pub(crate) async fn reload(&self, key: &WorkloadKey, changes: &[MarkerChange], first_event: Instant) {
         let started = Instant::now();
-        let result = self.with_retries(key, || self.attempt_reload(key, changes)).await;
+        let read = Mutex::new(EventTarget::named(key.clone()));
+        let result = self.with_retries(key, || self.attempt_reload(key, changes, &read)).await;
+        let target = read.into_inner().unwrap_or_else(|e| e.into_inner());
         let kind = key.kind;
         match result {
             Ok(Outcome::Written) => {
@@ -94,18 +106,11 @@ impl Writer {
                 self.metrics.action(kind, ActionResult::Success, started.elapsed());
                 self.metrics.reload_latency(first_event.elapsed());
                 for change in changes {
-                    let message = format!(
-                        "Changes detected in {} '{}' in namespace '{}'; reloaded {} '{}'",
-                        change.resource.kind,
-                        change.resource.name,
-                        change.resource.namespace,
-                        kind.as_str(),
-                        key.name
-                    );
                     info!(workload = %key, resource = %change.resource, strategy = change.strategy.as_str(), "reloaded");
-                    self.events.publish(key, EventReason::Reloaded, &message).await;
+                    self.events.record(WorkloadEvent::reloaded(target.clone(), &change.resource));
                     if let Some(alerts) = &self.alerts {
-                        alerts.send(notice(key, change));
+                        alerts
+                            .send(ReloadNotice { workload: key.clone(), resource: change.resource.clone() });
                     }
                 }
             }
@@ -124,16 +129,21 @@ impl Writer {
                 self.metrics.error(failure.error_type());
                 let resources: Vec<String> = changes.iter().map(|c| c.resource.to_string()).collect();
                 error!(workload = %key, resources = ?resources, error = %failure, "reload failed");
-                let message = format!("Reload for {} failed: {failure}", resources.join(", "));
-                self.events.publish(key, EventReason::ReloadFail, &message).await;
+                // One per resource, as Stakater handles (and reports) each change on its own.
+                let text = failure.event_text();
+                for change in changes {
+                    self.events.record(WorkloadEvent::reload_failed(target.clone(), &change.resource, &text));
+                }
             }
         }
     }
 
     pub(crate) async fn resume(&self, key: &WorkloadKey) {
+        let read = Mutex::new(EventTarget::named(key.clone()));
         let result = self
             .with_retries(key, || async {
                 let Some(loaded) = self.api.load(key).await? else { return Ok(Outcome::Gone) };
+                remember_read(&read, &loaded);
                 match loaded.with(|w| w.resume_write(&self.write_context())) {
                     Some(write) => self.send(key, write).await,
                     None => Ok(Outcome::AlreadyCurrent),
@@ -146,8 +156,8 @@ impl Writer {
             Err(failure) => {
                 self.metrics.error(failure.error_type());
                 error!(workload = %key, error = %failure, "could not resume after the pause period");
-                let message = format!("Resume after pause period failed: {failure}");
-                self.events.publish(key, EventReason::ReloadFail, &message).await;
+                let target = read.into_inner().unwrap_or_else(|e| e.into_inner());
+                self.events.record(WorkloadEvent::resume_failed(target, &failure.event_text()));
             }
         }
     }
@@ -190,8 +200,10 @@ impl Writer {
         &self,
         key: &WorkloadKey,
         changes: &[MarkerChange],
+        read: &Mutex<EventTarget>,
     ) -> Result<Outcome, WriteFailure> {
         let Some(loaded) = self.api.load(key).await? else { return Ok(Outcome::Gone) };
+        remember_read(read, &loaded);
         match loaded.with(|w| w.reload_write(changes, &self.write_context()))? {
             Some(write) => self.send(key, write).await,
             None => Ok(Outcome::AlreadyCurrent),
@@ -293,18 +305,13 @@ fn describe(write: &WorkloadWrite) -> String {
     }
 }
 
-fn notice(key: &WorkloadKey, change: &MarkerChange) -> ReloadNotice {
-    ReloadNotice {
-        workload_kind: key.kind.to_string(),
-        workload_namespace: key.namespace.to_string(),
-        workload_name: key.name.to_string(),
-        resource_kind: change.resource.kind.to_string(),
-        resource_name: change.resource.name.to_string(),
-        hash: match &change.action {
-            MarkerAction::Set(h) => h.to_hex(),
-            MarkerAction::Remove => String::new(),
-        },
-    }
+/// Keeps the identity of the object just read: the Event about this write references it.
+fn remember_read(read: &Mutex<EventTarget>, loaded: &Loaded) {
+    let (uid, resource_version) =
+        loaded.with(|w| (w.metadata().uid.clone(), w.metadata().resource_version.clone()));
+    let mut target = read.lock().unwrap_or_else(|e| e.into_inner());
+    target.uid = uid;
+    target.resource_version = resource_version;
 }
 
 #[cfg(test)]

@@ -47,7 +47,6 @@ pub(crate) struct ElectionConfig {
 
 /// Whether this replica may write, as a watch channel.
 pub(crate) struct Leadership {
-    identity: String,
     rx: watch::Receiver<bool>,
     role: Role,
 }
@@ -64,9 +63,9 @@ enum Role {
 
 impl Leadership {
     /// Without HA the single replica always leads.
-    pub(crate) fn always(identity: String) -> Self {
+    pub(crate) fn always() -> Self {
         let (tx, rx) = watch::channel(true);
-        Leadership { identity, rx, role: Role::Always { _sender: tx } }
+        Leadership { rx, role: Role::Always { _sender: tx } }
     }
 
     /// Campaigns for the Lease until `shutdown`; the campaign is the returned future, for the
@@ -95,19 +94,14 @@ impl Leadership {
         shutdown: CancellationToken,
     ) -> (Self, impl Future<Output = ()> + Send + 'static) {
         let (tx, rx) = watch::channel(false);
-        let identity = config.identity.clone();
         let resign = CancellationToken::new();
         let campaign = Campaign { lock, config, metrics, tx, failures: 0 };
-        let leadership = Leadership { identity, rx, role: Role::Elected { resign: resign.clone() } };
+        let leadership = Leadership { rx, role: Role::Elected { resign: resign.clone() } };
         (leadership, campaign.run(shutdown, resign))
     }
 
     pub(crate) fn subscribe(&self) -> watch::Receiver<bool> {
         self.rx.clone()
-    }
-
-    pub(crate) fn identity(&self) -> &str {
-        &self.identity
     }
 
     /// Call after shutdown, once the writes in flight are done: releases the Lease (when

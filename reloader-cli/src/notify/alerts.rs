@@ -1,5 +1,6 @@
 //! Alerts after each successful reload (`ALERT_*`, docs/compatibility.md §9): Slack, Microsoft Teams,
-//! Google Chat or raw text.
+//! Google Chat or raw text, with Stakater's bodies and wording byte for byte, so receivers and
+//! parsers written for Stakater keep working.
 //!
 //! Delivery happens on a background task fed by a bounded queue, so a slow or unreachable sink
 //! never delays a reload; when the queue is full the alert is dropped, logged and counted.
@@ -11,9 +12,11 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::sync::mpsc;
 
+use reloader_core::model::{ResourceKey, WorkloadKey};
 use reloader_core::options::{AlertConfig, AlertSink};
+use serde::Serialize;
 
-use crate::notify::webhook::{Backoff, http_client, post_with_retries};
+use crate::notify::webhook::{Backoff, http_client_builder, post_with_retries};
 use crate::observe::metrics::{Metrics, NotificationChannel};
 
 /// Alerts waiting for delivery; beyond this, new ones are dropped.
@@ -23,15 +26,11 @@ const QUEUE_CAPACITY: usize = 1024;
 const ALERT_BACKOFF: Backoff =
     Backoff { attempts: 4, first_delay: Duration::from_millis(500), max_delay: Duration::from_secs(4) };
 
-/// What was reloaded, and why. Names and the content hash only: never data.
+/// What was reloaded, and why. Names only: never data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ReloadNotice {
-    pub(crate) workload_kind: String,
-    pub(crate) workload_namespace: String,
-    pub(crate) workload_name: String,
-    pub(crate) resource_kind: String,
-    pub(crate) resource_name: String,
-    pub(crate) hash: String,
+    pub(crate) workload: WorkloadKey,
+    pub(crate) resource: ResourceKey,
 }
 
 /// Where the writer hands its reload notices; [`Alerter`] delivers them.
@@ -57,7 +56,12 @@ impl Alerter {
         // Not echoed: the URL may be a bearer token.
         let url = reqwest::Url::parse(cfg.url.expose()).context("ALERT_WEBHOOK_URL is not a valid URL")?;
         let proxy = cfg.proxy.as_ref().map(|p| p.expose());
-        let client = http_client(proxy).context("ALERT_WEBHOOK_PROXY")?;
+        // Stakater refuses redirects (a redirect usually means a wrong token): so do we.
+        let client = http_client_builder(proxy)
+            .context("ALERT_WEBHOOK_PROXY")?
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .context("building the HTTP client")?;
         let channel = NotificationChannel::Alert(cfg.sink);
         let (queue, pending) = mpsc::channel(QUEUE_CAPACITY);
         let delivery = Delivery {
@@ -80,9 +84,7 @@ impl AlertQueue for Alerter {
             Err(mpsc::error::TrySendError::Full(notice)) => {
                 tracing::warn!(
                     sink = self.channel.as_label(),
-                    kind = notice.workload_kind,
-                    namespace = notice.workload_namespace,
-                    name = notice.workload_name,
+                    workload = %notice.workload,
                     "alert queue full; alert dropped"
                 );
                 self.metrics.notification(self.channel, false);
@@ -114,9 +116,7 @@ impl Delivery {
             if let Err(error) = result {
                 tracing::warn!(
                     sink = self.channel.as_label(),
-                    kind = notice.workload_kind,
-                    namespace = notice.workload_namespace,
-                    name = notice.workload_name,
+                    workload = %notice.workload,
                     %error,
                     "sending the reload alert failed"
                 );
@@ -125,35 +125,73 @@ impl Delivery {
     }
 }
 
-/// The human-readable alert text.
+/// Stakater's alert text; `ALERT_ADDITIONAL_INFO` goes first, followed by ` : `.
 fn message(notice: &ReloadNotice, additional_info: Option<&str>) -> String {
-    let mut text = format!(
-        "Reloader detected changes in {} `{}/{}` (hash {}); reloaded {} `{}/{}`",
-        notice.resource_kind,
-        notice.workload_namespace,
-        notice.resource_name,
-        notice.hash,
-        notice.workload_kind,
-        notice.workload_namespace,
-        notice.workload_name,
+    let (resource, workload) = (&notice.resource, &notice.workload);
+    let text = format!(
+        "Reloader detected changes in *{}* of type *{}* in namespace *{}*. Hence reloaded *{}* of type *{}* in namespace *{}*",
+        resource.name,
+        resource.kind.marker_type(),
+        resource.namespace,
+        workload.name,
+        workload.kind.as_str(),
+        workload.namespace,
     );
-    if let Some(info) = additional_info {
-        text.push('\n');
-        text.push_str(info);
+    match additional_info {
+        Some(info) => format!("{info} : {text}"),
+        None => text,
     }
-    text
+}
+
+/// Slack's incoming-webhook body. Stakater's HTTP client re-encodes it through a map, so the
+/// keys come out sorted: the field order here is that order.
+#[derive(Serialize)]
+struct SlackBody<'a> {
+    attachments: [SlackAttachment<'a>; 1],
+}
+
+#[derive(Serialize)]
+struct SlackAttachment<'a> {
+    author_name: &'static str,
+    color: &'static str,
+    text: &'a str,
+}
+
+/// The Teams and Google Chat body.
+#[derive(Serialize)]
+struct TextBody<'a> {
+    text: &'a str,
 }
 
 /// The request body for a sink: its content type and bytes.
 fn render(sink: AlertSink, text: &str) -> (&'static str, Vec<u8>) {
     let json = match sink {
-        AlertSink::Slack => serde_json::json!({
-            "attachments": [{ "color": "good", "title": "Reloader", "text": text }],
+        AlertSink::Slack => serde_json::to_string(&SlackBody {
+            attachments: [SlackAttachment { author_name: "Reloader", color: "good", text }],
         }),
-        AlertSink::Teams | AlertSink::GoogleChat => serde_json::json!({ "text": text }),
-        AlertSink::Raw => return ("text/plain; charset=utf-8", text.as_bytes().to_vec()),
+        AlertSink::Teams | AlertSink::GoogleChat => serde_json::to_string(&TextBody { text }),
+        // The raw sink gets the text without Slack's bold markers.
+        AlertSink::Raw => return ("text/plain", text.replace('*', "").into_bytes()),
     };
-    ("application/json", json.to_string().into_bytes())
+    let json = json.expect("string fields always encode");
+    ("application/json", go_html_escaped(&json).into_bytes())
+}
+
+/// Go's JSON encoder escapes `<`, `>`, `&`, U+2028 and U+2029 (in strings, the only place
+/// where they can appear); Stakater's bodies have them escaped, so ours do too.
+fn go_html_escaped(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -93,6 +93,11 @@ impl WebhookNotifier {
 
 /// A client with bounded connect and request times, optionally through an explicit proxy.
 pub(crate) fn http_client(proxy: Option<&str>) -> anyhow::Result<reqwest::Client> {
+    http_client_builder(proxy)?.build().context("building the HTTP client")
+}
+
+/// [`http_client`] before it is built, for a caller with a policy of its own.
+pub(crate) fn http_client_builder(proxy: Option<&str>) -> anyhow::Result<reqwest::ClientBuilder> {
     let mut builder = reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .timeout(REQUEST_TIMEOUT)
@@ -100,7 +105,7 @@ pub(crate) fn http_client(proxy: Option<&str>) -> anyhow::Result<reqwest::Client
     if let Some(proxy) = proxy {
         builder = builder.proxy(reqwest::Proxy::all(proxy).context("invalid proxy URL")?);
     }
-    builder.build().context("building the HTTP client")
+    Ok(builder)
 }
 
 /// How often and how patiently to retry a POST.

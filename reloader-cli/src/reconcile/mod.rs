@@ -28,7 +28,7 @@ use tracing::{debug, info, warn};
 use self::pause::PauseTimers;
 use self::standby::StandbyChanges;
 use crate::executor::{Executor, Work};
-use crate::notify::events::{EventReason, EventSink};
+use crate::notify::events::{EventSink, EventTarget, WorkloadEvent};
 use crate::notify::webhook::{ResourceNotice, WebhookNotifier};
 use crate::observe::metrics::{EventType, Metrics, ProcessResult, SkipReason};
 use crate::scope::ScopeFilter;
@@ -240,8 +240,7 @@ impl Reconciler {
                 warn!(workload = %key, %problem, "annotation problem");
             }
             let message = problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("; ");
-            let events = self.events.clone();
-            tokio::spawn(async move { events.publish(&key, EventReason::InvalidAnnotation, &message).await });
+            self.events.record(WorkloadEvent::invalid_annotation(EventTarget::named(key), message));
         }
     }
 

@@ -5,7 +5,6 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use k8s_openapi::api::apps::v1::Deployment;
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::decide::{DecideOptions, ResourceEventKind};
@@ -24,7 +23,7 @@ use super::standby::{REPLAY_WINDOW, StandbyChanges};
 use super::{ReconcileConfig, Reconciler, WorkQueue};
 use crate::executor::Work;
 use crate::kinds::Loaded;
-use crate::notify::events::{EventReason, EventSink};
+use crate::notify::events::{EventReason, EventSink, WorkloadEvent};
 use crate::observe::metrics::Metrics;
 use crate::scope::ScopeFilter;
 use crate::sources::Phase;
@@ -55,10 +54,9 @@ impl FakeQueue {
 #[derive(Default)]
 struct FakeEvents(Mutex<Vec<(String, EventReason)>>);
 
-#[async_trait]
 impl EventSink for FakeEvents {
-    async fn publish(&self, workload: &WorkloadKey, reason: EventReason, _message: &str) {
-        self.0.lock().unwrap().push((workload.name.to_string(), reason));
+    fn record(&self, event: WorkloadEvent) {
+        self.0.lock().unwrap().push((event.target.key.name.to_string(), event.reason));
     }
 }
 

@@ -10,7 +10,7 @@ use reloader_core::options::NamespaceScope;
 use tokio::sync::watch;
 
 use crate::executor::Work;
-use crate::notify::events::{EventReason, EventSink};
+use crate::notify::events::{EventSink, WorkloadEvent};
 use crate::observe::metrics::Metrics;
 use crate::reconcile::pause::PauseTimers;
 use crate::reconcile::standby::{REPLAY_WINDOW, StandbyChanges};
@@ -29,9 +29,8 @@ impl WorkQueue for RecordedQueue {
 
 struct NoEvents;
 
-#[async_trait::async_trait]
 impl EventSink for NoEvents {
-    async fn publish(&self, _: &WorkloadKey, _: EventReason, _: &str) {}
+    fn record(&self, _: WorkloadEvent) {}
 }
 
 /// A leading reconciler over `index`, all namespaces, env-vars strategy.

@@ -465,7 +465,7 @@ fn expected_grants(values: &Value) -> BTreeSet<Grant> {
             let csi = ["secretproviderclasspodstatuses", "secretproviderclasses"];
             grant(scope, "secrets-store.csi.x-k8s.io", &csi, &read);
         }
-        grant(scope, "events.k8s.io", &["events"], &["create", "patch"]); // events.k8s.io/v1 Events
+        grant(scope, "", &["events"], &["create", "patch"]); // core/v1 Events, as Stakater
     }
     grant(NAMESPACE, "", &["configmaps"], &["create", "patch"]); // meta-info ConfigMap, server-side apply
     if on(&r["enableHA"]) {

@@ -79,8 +79,6 @@ async fn stakaters_rbac_is_explained_rule_by_rule_and_never_crash_loops() {
         ("watch", "statefulsets", "apps"),
         ("watch", "cronjobs", "batch"),
         ("watch", "jobs", "batch"),
-        ("create", "events", "events.k8s.io"),
-        ("patch", "events", "events.k8s.io"),
     ];
     wait_for_log(&reloader, "the RBAC explanations", WAIT, |log| rbac_lines(log).len() >= missing.len())
         .await

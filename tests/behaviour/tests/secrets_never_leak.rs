@@ -166,7 +166,11 @@ async fn secret_and_configmap_values_never_appear_in_any_output() {
         outputs.push((format!("Events in {name}"), serde_json::to_string(&listed).unwrap(), expected));
     }
     for request in alerts.requests() {
-        outputs.push((format!("alert body to {}", request.path), request.text(), "hash"));
+        outputs.push((
+            format!("alert body to {}", request.path),
+            request.text(),
+            "Reloader detected changes in",
+        ));
     }
     for request in hook.requests() {
         outputs.push(("webhook body".to_owned(), request.text(), "\"hash\""));

@@ -1,5 +1,7 @@
 use std::time::{Duration, Instant};
 
+use reloader_core::model::{ResourceKind, WorkloadKind};
+
 use super::*;
 use crate::notify::webhook::tests::CaptureServer;
 
@@ -8,12 +10,8 @@ const PLANTED_SECRET: &str = "planted-s3cret-value-7f3a";
 
 fn notice() -> ReloadNotice {
     ReloadNotice {
-        workload_kind: "Deployment".to_owned(),
-        workload_namespace: "team-a".to_owned(),
-        workload_name: "web".to_owned(),
-        resource_kind: "Secret".to_owned(),
-        resource_name: "db-credentials".to_owned(),
-        hash: "0a4d55a8d778e5022fab701977c5d840bbc486d0".to_owned(),
+        workload: WorkloadKey::new(WorkloadKind::Deployment, "team-a", "web"),
+        resource: ResourceKey::new(ResourceKind::Secret, "team-a", "db-credentials"),
     }
 }
 
@@ -41,18 +39,63 @@ async fn deliver_one(sink: &str, additional_info: Option<&str>) -> (Option<Strin
     (request.content_type, request.body)
 }
 
-const EXPECTED_TEXT: &str = "Reloader detected changes in Secret `team-a/db-credentials` \
-    (hash 0a4d55a8d778e5022fab701977c5d840bbc486d0); reloaded Deployment `team-a/web`";
+/// Stakater's text (internal/pkg/handler/upgrade.go, v1.4.21).
+const TEXT: &str = "Reloader detected changes in *db-credentials* of type *SECRET* in namespace *team-a*. \
+    Hence reloaded *web* of type *Deployment* in namespace *team-a*";
+
+#[test]
+fn the_text_is_stakaters_with_the_additional_info_first() {
+    let cases = [(None, TEXT.to_owned()), (Some("prod-eu"), format!("prod-eu : {TEXT}"))];
+    for (info, expected) in cases {
+        assert_eq!(message(&notice(), info), expected, "{info:?}");
+    }
+    let cron = ReloadNotice {
+        workload: WorkloadKey::new(WorkloadKind::CronJob, "ops", "nightly"),
+        resource: ResourceKey::new(ResourceKind::ConfigMap, "ops", "settings"),
+    };
+    assert_eq!(
+        message(&cron, None),
+        "Reloader detected changes in *settings* of type *CONFIGMAP* in namespace *ops*. \
+         Hence reloaded *nightly* of type *CronJob* in namespace *ops*"
+    );
+}
+
+/// The exact bytes Stakater's HTTP client sends for each sink.
+#[test]
+fn bodies_are_stakaters_byte_for_byte() {
+    let cases: [(AlertSink, &str, &str, &str); 6] = [
+        (
+            AlertSink::Slack,
+            "a *b*",
+            "application/json",
+            r#"{"attachments":[{"author_name":"Reloader","color":"good","text":"a *b*"}]}"#,
+        ),
+        (AlertSink::Teams, "a *b*", "application/json", r#"{"text":"a *b*"}"#),
+        (AlertSink::GoogleChat, "a *b*", "application/json", r#"{"text":"a *b*"}"#),
+        (AlertSink::Raw, "prod *eu* : a *b*", "text/plain", "prod eu : a b"),
+        // Go escapes HTML characters in JSON strings; a Slack link in the additional info shows it.
+        (
+            AlertSink::Slack,
+            "<https://x/?a=1&b=2|prod> : \"m\"",
+            "application/json",
+            r#"{"attachments":[{"author_name":"Reloader","color":"good","text":"\u003chttps://x/?a=1\u0026b=2|prod\u003e : \"m\""}]}"#,
+        ),
+        (AlertSink::Teams, "line\u{2028}sep", "application/json", r#"{"text":"line\u2028sep"}"#),
+    ];
+    for (sink, text, content_type, body) in cases {
+        let (got_type, got_body) = render(sink, text);
+        assert_eq!(got_type, content_type, "{sink:?} {text:?}");
+        assert_eq!(String::from_utf8(got_body).unwrap(), body, "{sink:?} {text:?}");
+    }
+}
 
 #[tokio::test]
-async fn slack_gets_an_attachment() {
+async fn slack_gets_an_attachment_by_reloader() {
     let (content_type, body) = deliver_one("slack", None).await;
     assert_eq!(content_type.as_deref(), Some("application/json"));
-    let body: serde_json::Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(
-        body,
-        serde_json::json!({"attachments": [{"color": "good", "title": "Reloader", "text": EXPECTED_TEXT}]})
-    );
+    let expected =
+        serde_json::json!({"attachments": [{"author_name": "Reloader", "color": "good", "text": TEXT}]});
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&body).unwrap(), expected);
 }
 
 #[tokio::test]
@@ -61,17 +104,28 @@ async fn teams_and_google_chat_get_a_text_object() {
         let (content_type, body) = deliver_one(sink, Some("cluster: prod-eu")).await;
         assert_eq!(content_type.as_deref(), Some("application/json"), "{sink}");
         let body: serde_json::Value = serde_json::from_str(&body).unwrap();
-        assert_eq!(body, serde_json::json!({"text": format!("{EXPECTED_TEXT}\ncluster: prod-eu")}), "{sink}");
+        assert_eq!(body, serde_json::json!({"text": format!("cluster: prod-eu : {TEXT}")}), "{sink}");
     }
 }
 
 #[tokio::test]
-async fn any_other_sink_gets_plain_text() {
+async fn any_other_sink_gets_plain_text_without_markers() {
     for sink in ["raw", "", "webhook"] {
         let (content_type, body) = deliver_one(sink, None).await;
-        assert_eq!(content_type.as_deref(), Some("text/plain; charset=utf-8"), "{sink:?}");
-        assert_eq!(body, EXPECTED_TEXT, "{sink:?}");
+        assert_eq!(content_type.as_deref(), Some("text/plain"), "{sink:?}");
+        assert_eq!(body, TEXT.replace('*', ""), "{sink:?}");
     }
+}
+
+#[tokio::test]
+async fn a_redirect_is_a_failure_not_followed() {
+    let server = CaptureServer::start(&[axum::http::StatusCode::TEMPORARY_REDIRECT]).await;
+    let metrics = Metrics::new(false);
+    let alerter = start_alerter(&config(server.url.clone(), "slack", None), metrics.clone());
+    alerter.send(notice());
+    wait_for_metric(&metrics, "reloader_notifications_total{channel=\"alert-slack\",success=\"false\"} 1")
+        .await;
+    assert_eq!(server.requests().len(), 1, "sent once, neither retried nor redirected");
 }
 
 #[tokio::test]

@@ -65,13 +65,14 @@ async fn capture(
     State(state): State<Arc<Mutex<CaptureState>>>,
     headers: HeaderMap,
     body: Bytes,
-) -> StatusCode {
+) -> (StatusCode, [(axum::http::header::HeaderName, &'static str); 1]) {
     let mut state = state.lock().unwrap();
     state.requests.push(CapturedRequest {
         content_type: headers.get("content-type").and_then(|value| value.to_str().ok()).map(str::to_owned),
         body: String::from_utf8_lossy(&body).into_owned(),
     });
-    state.script.pop_front().unwrap_or(StatusCode::OK)
+    // A scripted redirect points back here, so a client that follows it is seen posting again.
+    (state.script.pop_front().unwrap_or(StatusCode::OK), [(axum::http::header::LOCATION, "/hook")])
 }
 
 fn notice() -> ResourceNotice {
