@@ -116,6 +116,10 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     };
     let notifier: Option<Box<dyn ResourceNotifier>> = match &options.webhook_url {
         Some(url) => {
+            // Said once at start-up because nothing else shows it: no rollout ever follows.
+            info!(
+                "webhook mode (--webhook-url): each change is POSTed to the webhook; no workload is ever reloaded"
+            );
             Some(Box::new(Arc::new(WebhookNotifier::new(url.expose().to_string(), metrics.clone())?)))
         }
         None => None,

@@ -729,7 +729,10 @@ fn namespaced_ab(set: &Rendered) -> Check {
     let roles = role_namespaces(set.docs, "Role", &format!("{FULLNAME}-role"));
     ensure(roles == ["a", "b", NAMESPACE], format!("workload Roles in a, b and {NAMESPACE}, got {roles:?}"))?;
     let bindings = role_namespaces(set.docs, "RoleBinding", &format!("{FULLNAME}-role-binding"));
-    ensure(bindings == ["a", "b", NAMESPACE], format!("RoleBindings in a, b and {NAMESPACE}, got {bindings:?}"))?;
+    ensure(
+        bindings == ["a", "b", NAMESPACE],
+        format!("RoleBindings in a, b and {NAMESPACE}, got {bindings:?}"),
+    )?;
     ensure(
         strings(&set.container["args"]).contains(&format!("--namespaces=a,b,{NAMESPACE}").as_str()),
         "--namespaces names a, b and the release namespace",

@@ -81,6 +81,64 @@ impl Helm {
         Manifest::parse(&self.run(&args)?)
     }
 
+    /// The same helm pointed at another chart folder (Stakater's, for the switching-day play of
+    /// hack/diff-stakater).
+    pub fn with_chart(&self, chart: impl Into<PathBuf>) -> Self {
+        Self { binary: self.binary.clone(), chart: chart.into() }
+    }
+
+    /// The NOTES.txt a `helm install` of `values` prints. Helm 3 contacts the API server even for
+    /// `--dry-run=client` (helm/helm#13144), so this needs a cluster (`kubeconfig`); nothing is
+    /// installed.
+    pub fn notes(
+        &self,
+        release: &str,
+        namespace: &str,
+        values: &serde_json::Value,
+        kubeconfig: &Path,
+    ) -> Result<String, PlaneError> {
+        let values_file = ValuesFile::write(values)?;
+        let output = self.run(&[
+            "install",
+            release,
+            path(&self.chart)?,
+            "--dry-run=client",
+            "--kubeconfig",
+            path(kubeconfig)?,
+            "--namespace",
+            namespace,
+            "-f",
+            values_file.path()?,
+        ])?;
+        let notes = output.split_once("\nNOTES:\n").map(|(_, notes)| notes).unwrap_or_default();
+        Ok(notes.to_owned())
+    }
+
+    /// `helm upgrade --install <release>` of this chart with `values` into `namespace` of the
+    /// cluster of `kubeconfig`, waiting for nothing (no pods run on the plane).
+    pub fn upgrade_install(
+        &self,
+        release: &str,
+        namespace: &str,
+        values: &serde_json::Value,
+        kubeconfig: &Path,
+    ) -> Result<String, PlaneError> {
+        let values_file = ValuesFile::write(values)?;
+        self.run(&[
+            "upgrade",
+            "--install",
+            release,
+            path(&self.chart)?,
+            "--kubeconfig",
+            path(kubeconfig)?,
+            "--namespace",
+            namespace,
+            "--create-namespace",
+            "-f",
+            values_file.path()?,
+        ])
+    }
+
     fn run(&self, args: &[&str]) -> Result<String, PlaneError> {
         let command = format!("helm {}", args.iter().take(2).copied().collect::<Vec<_>>().join(" "));
         let output = Command::new(&self.binary)
