@@ -11,7 +11,9 @@ use clap::Parser;
 use reloader_bench::diff::{DiffOptions, run};
 
 #[derive(Debug, Parser)]
-#[command(about = "Run one scenario table against Stakater Reloader and ours on a local control plane, and diff")]
+#[command(
+    about = "Run one scenario table against Stakater Reloader and ours on a local control plane, and diff"
+)]
 struct Args {
     /// The Stakater Reloader binary (built by you; never committed).
     #[arg(long, env = "STAKATER_BIN")]
@@ -47,7 +49,8 @@ async fn main() -> anyhow::Result<ExitCode> {
     let args = Args::parse();
     // This crate is `tests/bench`, two levels below the repository root.
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
     let out = args.out.unwrap_or_else(|| root.join("target/diff-stakater"));
     let options = DiffOptions {
         ours: args.binary.unwrap_or_else(|| target.join("debug/reloader")),
@@ -60,7 +63,11 @@ async fn main() -> anyhow::Result<ExitCode> {
         skip_switching: args.skip_switching_day,
         settle: Duration::from_secs(args.settle),
     };
-    anyhow::ensure!(options.ours.exists(), "{} is missing: cargo build -p reloader-cli", options.ours.display());
+    anyhow::ensure!(
+        options.ours.exists(),
+        "{} is missing: cargo build -p reloader-cli",
+        options.ours.display()
+    );
     anyhow::ensure!(options.stakater.exists(), "STAKATER_BIN={} does not exist", options.stakater.display());
     let report = run(&options).await.context("the differential run")?;
     let text = report.render();

@@ -28,7 +28,8 @@ pub fn parse(text: &str) -> Result<Vec<Expected>, String> {
             let (pattern, why) = line
                 .split_once(" | ")
                 .ok_or_else(|| format!("line {number}: `<pattern> | <why>` expected, got {line:?}"))?;
-            let anchored = format!("^{}$", pattern.trim().split('*').map(regex::escape).collect::<Vec<_>>().join(".*"));
+            let anchored =
+                format!("^{}$", pattern.trim().split('*').map(regex::escape).collect::<Vec<_>>().join(".*"));
             let matcher = Regex::new(&anchored).map_err(|error| format!("line {number}: {error}"))?;
             Ok(Expected { pattern: pattern.trim().to_owned(), why: why.trim().to_owned(), matcher })
         })

@@ -17,17 +17,17 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DeleteParams, PostParams};
 use kube::Client;
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 
 use reloader_harness::{ControlPlane, Crd, PlaneOptions};
 use reloader_tests::fixtures::{Kind, Resources};
 use reloader_tests::fixtures_extra::HttpRecorder;
 
+use crate::BenchError;
 use crate::identity::{self, from_json};
 use crate::subject::{Flavour, Launch, Subject};
-use crate::BenchError;
 
 pub use expected::Expected;
 pub use snapshot::Difference;
@@ -102,7 +102,11 @@ impl DiffReport {
         let expected: Vec<&Found> = self.found.iter().filter(|found| found.expected.is_some()).collect();
         out += &format!("\nexpected differences (hack/diff-stakater.expected): {}\n", expected.len());
         for found in expected {
-            let why = found.expected.and_then(|index| self.expected.get(index)).map(|e| e.why.as_str()).unwrap_or_default();
+            let why = found
+                .expected
+                .and_then(|index| self.expected.get(index))
+                .map(|e| e.why.as_str())
+                .unwrap_or_default();
             out += &format!("  - {}  [{why}]\n", found.difference.subject());
         }
         let unused = self.unused_expected();
@@ -114,7 +118,9 @@ impl DiffReport {
         }
         out += "\nswitching day: ";
         match &self.switching {
-            Ok(problems) if problems.is_empty() => out += "no workload rolled, no marker changed, every Stakater series still there\n",
+            Ok(problems) if problems.is_empty() => {
+                out += "no workload rolled, no marker changed, every Stakater series still there\n"
+            }
             Ok(problems) => {
                 out += &format!("{} problem(s)\n", problems.len());
                 for problem in problems {
@@ -129,11 +135,15 @@ impl DiffReport {
 
 /// Runs the table and the switching day on a fresh plane.
 pub async fn run(options: &DiffOptions) -> Result<DiffReport, BenchError> {
-    let expected_text = std::fs::read_to_string(&options.expected)
-        .map_err(|source| BenchError::Io { context: format!("reading {}", options.expected.display()), source })?;
+    let expected_text = std::fs::read_to_string(&options.expected).map_err(|source| BenchError::Io {
+        context: format!("reading {}", options.expected.display()),
+        source,
+    })?;
     let expected = expected::parse(&expected_text).map_err(BenchError::measure)?;
-    std::fs::create_dir_all(&options.log_dir)
-        .map_err(|source| BenchError::Io { context: format!("creating {}", options.log_dir.display()), source })?;
+    std::fs::create_dir_all(&options.log_dir).map_err(|source| BenchError::Io {
+        context: format!("creating {}", options.log_dir.display()),
+        source,
+    })?;
 
     say("starting the control plane");
     let plane = ControlPlane::start(PlaneOptions::default()).await?;
@@ -192,12 +202,16 @@ async fn delete_namespaces(client: &Client, names: &[String]) -> Result<(), Benc
         let _ = api.delete(name, &DeleteParams::default()).await;
     }
     for name in names {
-        reloader_harness::wait_until(&format!("namespace {name} to be gone"), Duration::from_secs(120), || async {
-            match api.get_opt(name).await? {
-                None => Ok(()),
-                Some(_) => Err(reloader_harness::NotYet::because("still terminating")),
-            }
-        })
+        reloader_harness::wait_until(
+            &format!("namespace {name} to be gone"),
+            Duration::from_secs(120),
+            || async {
+                match api.get_opt(name).await? {
+                    None => Ok(()),
+                    Some(_) => Err(reloader_harness::NotYet::because("still terminating")),
+                }
+            },
+        )
         .await?;
     }
     Ok(())
@@ -258,7 +272,8 @@ async fn run_scenario(
     snapshot.extend(snapshot::jobs(&client, namespace, &norm).await?);
     snapshot.extend(snapshot::events(&client, namespace, &norm).await?);
     let prefix = format!("/{namespace}/");
-    let requests: Vec<_> = receiver.requests().into_iter().filter(|request| request.path.starts_with(&prefix)).collect();
+    let requests: Vec<_> =
+        receiver.requests().into_iter().filter(|request| request.path.starts_with(&prefix)).collect();
     snapshot.extend(snapshot::notifications(&requests, &norm));
     snapshot.extend(snapshot::metric_series(&controller.metrics().await?, &norm));
     let exited = controller.exited();

@@ -51,8 +51,9 @@ pub struct Scenario {
 const V1: &[(&str, &str)] = &[("key", "v1")];
 const V2: &[(&str, &str)] = &[("key", "v2")];
 const V3: &[(&str, &str)] = &[("key", "v3")];
-/// Both optional kinds on, so every kind the plane hosts is watched.
-const EVERY_KIND: &[&str] = &["--is-Argo-Rollouts=true", "--is-openshift=true"];
+/// Argo Rollouts on; DeploymentConfigs are detected by both (Stakater v1.4.21 has no
+/// `--is-openshift`), so every kind the plane hosts is watched.
+const EVERY_KIND: &[&str] = &["--is-Argo-Rollouts=true"];
 
 fn config() -> ResourceRef {
     ResourceRef::configmap("app-config")
@@ -74,27 +75,56 @@ fn deployment(name: &str) -> WorkloadSpec {
 fn annotation_forms() -> Vec<WorkloadSpec> {
     let (config, secret) = (config(), secret());
     let mut workloads = vec![
-        deployment("auto").metadata_annotation(ANNOTATION_AUTO, "true").env_from_configmap(&config.name).env_from_secret(&secret.name),
-        deployment("auto-false").metadata_annotation(ANNOTATION_AUTO, "false").env_from_configmap(&config.name),
-        deployment("auto-template").template_annotation(ANNOTATION_AUTO, "true").env_from_configmap(&config.name),
-        deployment("cm-auto").metadata_annotation(ANNOTATION_CONFIGMAP_AUTO, "true").configmap_volume(&config.name).env_from_secret(&secret.name),
-        deployment("secret-auto").metadata_annotation(ANNOTATION_SECRET_AUTO, "true").secret_volume(&secret.name).env_from_configmap(&config.name),
+        deployment("auto")
+            .metadata_annotation(ANNOTATION_AUTO, "true")
+            .env_from_configmap(&config.name)
+            .env_from_secret(&secret.name),
+        deployment("auto-false")
+            .metadata_annotation(ANNOTATION_AUTO, "false")
+            .env_from_configmap(&config.name),
+        deployment("auto-template")
+            .template_annotation(ANNOTATION_AUTO, "true")
+            .env_from_configmap(&config.name),
+        deployment("cm-auto")
+            .metadata_annotation(ANNOTATION_CONFIGMAP_AUTO, "true")
+            .configmap_volume(&config.name)
+            .env_from_secret(&secret.name),
+        deployment("secret-auto")
+            .metadata_annotation(ANNOTATION_SECRET_AUTO, "true")
+            .secret_volume(&secret.name)
+            .env_from_configmap(&config.name),
         deployment("cm-reload").metadata_annotation(ANNOTATION_CONFIGMAP_RELOAD, "app-config"),
         deployment("cm-reload-regex").metadata_annotation(ANNOTATION_CONFIGMAP_RELOAD, "app-.*,other"),
         deployment("secret-reload").metadata_annotation(ANNOTATION_SECRET_RELOAD, "app-secret"),
-        deployment("search").metadata_annotation(ANNOTATION_SEARCH, "true").env_from_configmap("matched-config"),
+        deployment("search")
+            .metadata_annotation(ANNOTATION_SEARCH, "true")
+            .env_from_configmap("matched-config"),
         deployment("exclude")
             .metadata_annotation(ANNOTATION_AUTO, "true")
             .metadata_annotation(ANNOTATION_CONFIGMAP_EXCLUDE, "app-config")
             .env_from_configmap(&config.name)
             .env_from_secret(&secret.name),
-        deployment("ignored-resource").metadata_annotation(ANNOTATION_AUTO, "true").env_from_configmap("ignored-config"),
-        deployment("projected").metadata_annotation(ANNOTATION_AUTO, "true").projected_configmap(&config.name).projected_secret(&secret.name),
-        deployment("key-refs").metadata_annotation(ANNOTATION_AUTO, "true").configmap_key_ref(&config.name).secret_key_ref(&secret.name),
+        deployment("ignored-resource")
+            .metadata_annotation(ANNOTATION_AUTO, "true")
+            .env_from_configmap("ignored-config"),
+        deployment("projected")
+            .metadata_annotation(ANNOTATION_AUTO, "true")
+            .projected_configmap(&config.name)
+            .projected_secret(&secret.name),
+        deployment("key-refs")
+            .metadata_annotation(ANNOTATION_AUTO, "true")
+            .configmap_key_ref(&config.name)
+            .secret_key_ref(&secret.name),
         deployment("init").metadata_annotation(ANNOTATION_AUTO, "true").init_env_from_configmap(&config.name),
-        deployment("two-containers").containers(2).in_container(1).metadata_annotation(ANNOTATION_AUTO, "true").env_from_configmap(&config.name),
+        deployment("two-containers")
+            .containers(2)
+            .in_container(1)
+            .metadata_annotation(ANNOTATION_AUTO, "true")
+            .env_from_configmap(&config.name),
     ];
-    for kind in [Kind::DaemonSet, Kind::StatefulSet, Kind::Rollout, Kind::DeploymentConfig, Kind::CronJob, Kind::Job] {
+    for kind in
+        [Kind::DaemonSet, Kind::StatefulSet, Kind::Rollout, Kind::DeploymentConfig, Kind::CronJob, Kind::Job]
+    {
         let name = format!("auto-{}", kind.short());
         workloads.push(
             WorkloadSpec::new(kind, name)
@@ -111,8 +141,16 @@ fn annotation_seeds() -> Vec<Seed> {
     vec![
         seed(config()),
         seed(secret()),
-        Seed { resource: ResourceRef::configmap("matched-config"), data: V1, annotations: &[(ANNOTATION_MATCH, "true")] },
-        Seed { resource: ResourceRef::configmap("ignored-config"), data: V1, annotations: &[(ANNOTATION_IGNORE, "true")] },
+        Seed {
+            resource: ResourceRef::configmap("matched-config"),
+            data: V1,
+            annotations: &[(ANNOTATION_MATCH, "true")],
+        },
+        Seed {
+            resource: ResourceRef::configmap("ignored-config"),
+            data: V1,
+            annotations: &[(ANNOTATION_IGNORE, "true")],
+        },
     ]
 }
 
@@ -133,7 +171,9 @@ fn single(name: &'static str, notify: Notify) -> Scenario {
         flags: &[],
         notify,
         seeds: vec![seed(config())],
-        workloads: vec![deployment("web").metadata_annotation(ANNOTATION_AUTO, "true").env_from_configmap("app-config")],
+        workloads: vec![
+            deployment("web").metadata_annotation(ANNOTATION_AUTO, "true").env_from_configmap("app-config"),
+        ],
         steps: vec![Step::Update(config(), V2)],
     }
 }
@@ -143,7 +183,9 @@ pub fn table() -> Vec<Scenario> {
     let late = ResourceRef::configmap("late-config");
     let late_secret = ResourceRef::secret("late-secret");
     let mut rows = Vec::new();
-    for (name, strategy) in [("annotations-env-vars", Strategy::EnvVars), ("annotations-annotations", Strategy::Annotations)] {
+    for (name, strategy) in
+        [("annotations-env-vars", Strategy::EnvVars), ("annotations-annotations", Strategy::Annotations)]
+    {
         rows.push(Scenario {
             name,
             strategy,
@@ -163,7 +205,9 @@ pub fn table() -> Vec<Scenario> {
         workloads: vec![
             deployment("late").metadata_annotation(ANNOTATION_CONFIGMAP_RELOAD, "late-config"),
             deployment("late-secret").metadata_annotation(ANNOTATION_SECRET_RELOAD, "late-secret"),
-            deployment("late-auto").metadata_annotation(ANNOTATION_AUTO, "true").env_from_configmap("late-config"),
+            deployment("late-auto")
+                .metadata_annotation(ANNOTATION_AUTO, "true")
+                .env_from_configmap("late-config"),
         ],
         steps: vec![
             Step::Create(late.clone(), V1),
@@ -180,7 +224,10 @@ pub fn table() -> Vec<Scenario> {
         notify: Notify::None,
         seeds: vec![],
         workloads: vec![deployment("late").metadata_annotation(ANNOTATION_CONFIGMAP_RELOAD, "late-config")],
-        steps: vec![Step::Create(ResourceRef::configmap("late-config"), V1), Step::Delete(ResourceRef::configmap("late-config"))],
+        steps: vec![
+            Step::Create(ResourceRef::configmap("late-config"), V1),
+            Step::Delete(ResourceRef::configmap("late-config")),
+        ],
     });
     rows.push(Scenario {
         name: "sync-after-restart",

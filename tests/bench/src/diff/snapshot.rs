@@ -32,8 +32,10 @@ impl Normaliser {
     pub fn new(namespace: &str) -> Self {
         Self {
             namespace: namespace.to_owned(),
-            timestamp: Regex::new(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?( [+-]\d{4} UTC)?")
-                .expect("a valid regex"),
+            timestamp: Regex::new(
+                r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?( [+-]\d{4} UTC)?",
+            )
+            .expect("a valid regex"),
             generated: Regex::new(r"-[a-z0-9]{5}$").expect("a valid regex"),
             duration: Regex::new(r"\b(\d+(\.\d+)?(ns|µs|us|ms|s|m|h))+\b").expect("a valid regex"),
         }
@@ -67,7 +69,12 @@ fn template_lines(out: &mut Snapshot, norm: &Normaliser, prefix: &str, template:
         out.insert(format!("{prefix} annotation {key}"), norm.text(&value));
     }
     let Some(spec) = &template.spec else { return };
-    let containers = spec.init_containers.iter().flatten().map(|c| ("init", c)).chain(spec.containers.iter().map(|c| ("container", c)));
+    let containers = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .map(|c| ("init", c))
+        .chain(spec.containers.iter().map(|c| ("container", c)));
     for (role, container) in containers {
         for env in container.env.iter().flatten() {
             let value = env.value.clone().unwrap_or_else(|| "<from a reference>".to_owned());
@@ -77,12 +84,17 @@ fn template_lines(out: &mut Snapshot, norm: &Normaliser, prefix: &str, template:
 }
 
 /// The workloads of `kinds` in `namespace`: their templates and reloader's annotations.
-pub async fn workloads(client: &Client, namespace: &str, kinds: &[Kind], norm: &Normaliser) -> Result<Snapshot, BenchError> {
+pub async fn workloads(
+    client: &Client,
+    namespace: &str,
+    kinds: &[Kind],
+    norm: &Normaliser,
+) -> Result<Snapshot, BenchError> {
     let mut out = Snapshot::new();
     for kind in kinds {
         for (name, observed) in list_observed(client, namespace, *kind).await? {
             // Jobs are listed on their own (generated names, owners).
-            if *kind == Kind::Job && observed.annotations.get("cronjob.kubernetes.io/instantiate").is_some() {
+            if *kind == Kind::Job && observed.annotations.contains_key("cronjob.kubernetes.io/instantiate") {
                 continue;
             }
             let prefix = format!("template {kind}/{name}");
@@ -104,7 +116,8 @@ pub async fn jobs(client: &Client, namespace: &str, norm: &Normaliser) -> Result
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for job in jobs.list(&ListParams::default()).await? {
         let raw_name = job.metadata.name.as_deref().unwrap_or_default();
-        let from_cronjob = job.metadata.owner_references.iter().flatten().any(|owner| owner.kind == "CronJob");
+        let from_cronjob =
+            job.metadata.owner_references.iter().flatten().any(|owner| owner.kind == "CronJob");
         let name = if from_cronjob { norm.generated_name(raw_name) } else { raw_name.to_owned() };
         *counts.entry(name.clone()).or_default() += 1;
         let owners: Vec<String> = job
@@ -140,7 +153,9 @@ pub async fn events(client: &Client, namespace: &str, norm: &Normaliser) -> Resu
             .and_then(|source| source.component.clone())
             .or_else(|| event.reporting_component.clone())
             .unwrap_or_default();
-        if !component.contains("reloader") && !event.reporting_component.as_deref().unwrap_or_default().contains("reloader") {
+        if !component.contains("reloader")
+            && !event.reporting_component.as_deref().unwrap_or_default().contains("reloader")
+        {
             continue;
         }
         let object = &event.involved_object;
@@ -169,8 +184,10 @@ pub async fn events(client: &Client, namespace: &str, norm: &Normaliser) -> Resu
 
 /// The notification bodies, in the order received, keyed by path and position.
 pub fn notifications(requests: &[RecordedRequest], norm: &Normaliser) -> Snapshot {
-    let mut bodies: Vec<String> =
-        requests.iter().map(|request| format!("{} {}", norm.text(&request.path), norm.body(&request.text()))).collect();
+    let mut bodies: Vec<String> = requests
+        .iter()
+        .map(|request| format!("{} {}", norm.text(&request.path), norm.body(&request.text())))
+        .collect();
     // Delivery order across workloads is not part of the contract; content and count are.
     bodies.sort();
     bodies.into_iter().enumerate().map(|(i, body)| (format!("notification #{i}"), body)).collect()
@@ -189,8 +206,11 @@ pub fn metric_series(metrics: &str, norm: &Normaliser) -> Snapshot {
             None => (series, Vec::new()),
         };
         let bound = labels.iter().find(|(key, _)| key == "le").map(|(_, value)| value.clone());
-        let mut labels: Vec<String> =
-            labels.into_iter().filter(|(key, _)| key != "le").map(|(key, value)| format!("{key}=\"{value}\"")).collect();
+        let mut labels: Vec<String> = labels
+            .into_iter()
+            .filter(|(key, _)| key != "le")
+            .map(|(key, value)| format!("{key}=\"{value}\""))
+            .collect();
         labels.sort();
         let key = norm.text(&format!("metric {name}{{{}}}", labels.join(",")));
         match bound {
@@ -255,7 +275,13 @@ impl Difference {
 impl std::fmt::Display for Difference {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let side = |value: &Option<String>| value.clone().unwrap_or_else(|| "(absent)".to_owned());
-        write!(f, "{}\n      stakater: {}\n      ours:     {}", self.subject(), side(&self.stakater), side(&self.ours))
+        write!(
+            f,
+            "{}\n      stakater: {}\n      ours:     {}",
+            self.subject(),
+            side(&self.stakater),
+            side(&self.ours)
+        )
     }
 }
 

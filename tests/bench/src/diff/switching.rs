@@ -18,7 +18,9 @@ use serde_json::{Value, json};
 
 use reloader_harness::{ControlPlane, KubeconfigFile, NotYet, wait_until};
 use reloader_tests::chart::{Helm, Manifest};
-use reloader_tests::fixtures::{ANNOTATION_AUTO, Kind, Observed, ResourceRef, Resources, Strategy, WorkloadSpec, observe};
+use reloader_tests::fixtures::{
+    ANNOTATION_AUTO, Kind, Observed, ResourceRef, Resources, Strategy, WorkloadSpec, observe,
+};
 
 use super::{DiffOptions, create_namespace, say};
 use crate::BenchError;
@@ -57,10 +59,9 @@ pub async fn play(
 ) -> Result<Vec<String>, BenchError> {
     let client = plane.client();
     let mut problems = Vec::new();
-    let checkout = tempfile::Builder::new()
-        .prefix("stakater-chart-")
-        .tempdir()
-        .map_err(|source| BenchError::Io { context: "creating a folder for Stakater's chart".into(), source })?;
+    let checkout = tempfile::Builder::new().prefix("stakater-chart-").tempdir().map_err(|source| {
+        BenchError::Io { context: "creating a folder for Stakater's chart".into(), source }
+    })?;
     let stakater_chart = extract_chart(git_dir, tag, checkout.path())?;
     let helm = Helm::locate()?;
     let their_helm = helm.with_chart(&stakater_chart);
@@ -197,7 +198,13 @@ fn chart_env(container: &Value, namespace: &str, pod: &str) -> Vec<(String, Stri
 
 /// Waits until every long-running workload carries the marker for `hash`; a missing one is a
 /// problem. (Jobs and CronJobs are checked by the Job count, not by a marker.)
-async fn wait_reloaded(client: &kube::Client, config: &ResourceRef, hash: &str, problems: &mut Vec<String>, who: &str) {
+async fn wait_reloaded(
+    client: &kube::Client,
+    config: &ResourceRef,
+    hash: &str,
+    problems: &mut Vec<String>,
+    who: &str,
+) {
     for spec in fleet().into_iter().filter(|spec| !matches!(spec.kind(), Kind::Job | Kind::CronJob)) {
         let (kind, name) = (spec.kind(), spec.name().to_owned());
         let reached = wait_until(&format!("{kind}/{name} reloaded by {who}"), WAIT, || {
@@ -229,13 +236,28 @@ impl State {
     async fn read(client: &kube::Client) -> Result<Self, BenchError> {
         let mut workloads = BTreeMap::new();
         for spec in fleet() {
-            workloads.insert(format!("{}/{}", spec.kind(), spec.name()), observe(client, APPS, spec.kind(), spec.name()).await?);
+            workloads.insert(
+                format!("{}/{}", spec.kind(), spec.name()),
+                observe(client, APPS, spec.kind(), spec.name()).await?,
+            );
         }
         Ok(Self {
             workloads,
-            replica_sets: Api::<ReplicaSet>::namespaced(client.clone(), APPS).list(&ListParams::default()).await?.items.len(),
-            revisions: Api::<ControllerRevision>::namespaced(client.clone(), APPS).list(&ListParams::default()).await?.items.len(),
-            jobs: Api::<Job>::namespaced(client.clone(), APPS).list(&ListParams::default()).await?.items.len(),
+            replica_sets: Api::<ReplicaSet>::namespaced(client.clone(), APPS)
+                .list(&ListParams::default())
+                .await?
+                .items
+                .len(),
+            revisions: Api::<ControllerRevision>::namespaced(client.clone(), APPS)
+                .list(&ListParams::default())
+                .await?
+                .items
+                .len(),
+            jobs: Api::<Job>::namespaced(client.clone(), APPS)
+                .list(&ListParams::default())
+                .await?
+                .items
+                .len(),
         })
     }
 
@@ -274,10 +296,10 @@ impl State {
 fn families(metrics: &str) -> BTreeMap<String, (String, BTreeSet<String>)> {
     let mut out: BTreeMap<String, (String, BTreeSet<String>)> = BTreeMap::new();
     for line in metrics.lines() {
-        if let Some(rest) = line.strip_prefix("# TYPE ") {
-            if let Some((name, kind)) = rest.split_once(' ') {
-                out.entry(name.to_owned()).or_default().0 = kind.to_owned();
-            }
+        if let Some(rest) = line.strip_prefix("# TYPE ")
+            && let Some((name, kind)) = rest.split_once(' ')
+        {
+            out.entry(name.to_owned()).or_default().0 = kind.to_owned();
         }
     }
     for line in metrics.lines().filter(|line| !line.starts_with('#')) {
@@ -307,7 +329,9 @@ fn missing_families(stakater: &str, ours: &str) -> Vec<String> {
         .filter(|(name, _)| !name.starts_with("go_") && !name.starts_with("promhttp_"))
         .filter_map(|(name, (kind, labels))| match ours.get(&name) {
             None => Some(format!("metric {name} ({kind}) exported by Stakater is missing")),
-            Some((our_kind, _)) if *our_kind != kind => Some(format!("metric {name}: Stakater's type {kind}, ours {our_kind}")),
+            Some((our_kind, _)) if *our_kind != kind => {
+                Some(format!("metric {name}: Stakater's type {kind}, ours {our_kind}"))
+            }
             Some((_, our_labels)) if !labels.is_subset(our_labels) => Some(format!(
                 "metric {name}: labels {:?} missing",
                 labels.difference(our_labels).collect::<Vec<_>>()
