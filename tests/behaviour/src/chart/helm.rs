@@ -97,19 +97,8 @@ impl Helm {
         values: &serde_json::Value,
         kubeconfig: &Path,
     ) -> Result<String, PlaneError> {
-        let values_file = ValuesFile::write(values)?;
-        let output = self.run(&[
-            "install",
-            release,
-            path(&self.chart)?,
-            "--dry-run=client",
-            "--kubeconfig",
-            path(kubeconfig)?,
-            "--namespace",
-            namespace,
-            "-f",
-            values_file.path()?,
-        ])?;
+        let output =
+            self.on_cluster(&["install", release], &["--dry-run=client"], namespace, values, kubeconfig)?;
         let notes = output.split_once("\nNOTES:\n").map(|(_, notes)| notes).unwrap_or_default();
         Ok(notes.to_owned())
     }
@@ -123,20 +112,30 @@ impl Helm {
         values: &serde_json::Value,
         kubeconfig: &Path,
     ) -> Result<String, PlaneError> {
-        let values_file = ValuesFile::write(values)?;
-        self.run(&[
-            "upgrade",
-            "--install",
-            release,
-            path(&self.chart)?,
-            "--kubeconfig",
-            path(kubeconfig)?,
-            "--namespace",
+        self.on_cluster(
+            &["upgrade", "--install", release],
+            &["--create-namespace"],
             namespace,
-            "--create-namespace",
-            "-f",
-            values_file.path()?,
-        ])
+            values,
+            kubeconfig,
+        )
+    }
+
+    /// `helm <command> <chart> <flags>` against the cluster of `kubeconfig`, with `values`.
+    fn on_cluster(
+        &self,
+        command: &[&str],
+        flags: &[&str],
+        namespace: &str,
+        values: &serde_json::Value,
+        kubeconfig: &Path,
+    ) -> Result<String, PlaneError> {
+        let values_file = ValuesFile::write(values)?;
+        let mut args = command.to_vec();
+        args.push(path(&self.chart)?);
+        args.extend_from_slice(flags);
+        args.extend(["--kubeconfig", path(kubeconfig)?, "--namespace", namespace, "-f", values_file.path()?]);
+        self.run(&args)
     }
 
     fn run(&self, args: &[&str]) -> Result<String, PlaneError> {
