@@ -26,6 +26,7 @@ pub struct Normaliser {
     timestamp: Regex,
     generated: Regex,
     duration: Regex,
+    unix_time: Regex,
 }
 
 impl Normaliser {
@@ -38,12 +39,15 @@ impl Normaliser {
             .expect("a valid regex"),
             generated: Regex::new(r"-[a-z0-9]{5}$").expect("a valid regex"),
             duration: Regex::new(r"\b(\d+(\.\d+)?(ns|µs|us|ms|s|m|h))+\b").expect("a valid regex"),
+            // Seconds since the epoch, as in `last-reloaded-from`'s `observedAt` (2001..2286).
+            unix_time: Regex::new(r"\b[1-9]\d{9}\b").expect("a valid regex"),
         }
     }
 
     pub fn text(&self, text: &str) -> String {
         let text = text.replace(&self.namespace, "<ns>");
         let text = self.timestamp.replace_all(&text, "<time>");
+        let text = self.unix_time.replace_all(&text, "<unix-time>");
         self.duration.replace_all(&text, "<duration>").into_owned()
     }
 
@@ -309,6 +313,10 @@ mod tests {
         assert_eq!(
             norm.text(r#"{"namespace":"d-annotations-ours","observedAt":"2026-11-23T23:37:14Z"}"#),
             r#"{"namespace":"<ns>","observedAt":"<time>"}"#
+        );
+        assert_eq!(
+            norm.text(r#"{"hash":"b6c65933ced9","observedAt":1795477652}"#),
+            r#"{"hash":"b6c65933ced9","observedAt":<unix-time>}"#
         );
         assert_eq!(norm.text("paused for 59m59.9s"), "paused for <duration>");
         assert_eq!(norm.generated_name("auto-cj-x7k2p"), "auto-cj-*");

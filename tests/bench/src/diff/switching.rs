@@ -299,13 +299,19 @@ fn families(metrics: &str) -> BTreeMap<String, (String, BTreeSet<String>)> {
         if let Some(rest) = line.strip_prefix("# TYPE ")
             && let Some((name, kind)) = rest.split_once(' ')
         {
-            out.entry(name.to_owned()).or_default().0 = kind.to_owned();
+            // OpenMetrics names a counter family without `_total`; its samples carry it.
+            let name = if kind == "counter" && !name.ends_with("_total") {
+                format!("{name}_total")
+            } else {
+                name.to_owned()
+            };
+            out.entry(name).or_default().0 = kind.to_owned();
         }
     }
     for line in metrics.lines().filter(|line| !line.starts_with('#')) {
         let Some((series, _)) = line.rsplit_once(' ') else { continue };
         let (name, labels) = series.split_once('{').unwrap_or((series, ""));
-        let family = ["_bucket", "_sum", "_count", "_total"]
+        let family = ["_bucket", "_sum", "_count", "_created"]
             .iter()
             .find_map(|suffix| name.strip_suffix(suffix).filter(|base| out.contains_key(*base)))
             .unwrap_or(name);
@@ -352,15 +358,19 @@ mod tests {
         assert_eq!(found["reloader_reload_executed_total"].0, "counter");
         assert_eq!(found["reloader_reload_executed_total"].1, BTreeSet::from(["success".to_owned()]));
         assert_eq!(found["x_seconds"].1, BTreeSet::from(["verb".to_owned()]));
+        let open_metrics =
+            families("# TYPE reloader_action counter\nreloader_action_total{result=\"success\"} 1\n");
+        assert_eq!(open_metrics["reloader_action_total"].1, BTreeSet::from(["result".to_owned()]));
     }
 
     #[test]
     fn a_missing_family_type_or_label_is_named() {
-        let stakater = "# TYPE a counter\na{x=\"1\"} 1\n# TYPE b gauge\nb 1\n# TYPE c counter\nc{y=\"1\"} 1\n# TYPE go_goroutines gauge\ngo_goroutines 9\n";
-        let ours = "# TYPE a counter\na{x=\"2\"} 1\n# TYPE b counter\nb 1\n# TYPE c counter\nc 1\n";
+        let stakater = "# TYPE a_total counter\na_total{x=\"1\"} 1\n# TYPE b gauge\nb 1\n# TYPE c_total counter\nc_total{y=\"1\"} 1\n# TYPE go_goroutines gauge\ngo_goroutines 9\n";
+        let ours =
+            "# TYPE a counter\na_total{x=\"2\"} 1\n# TYPE b summary\nb_sum 1\n# TYPE c counter\nc_total 1\n";
         let problems = missing_families(stakater, ours);
         assert_eq!(problems.len(), 2, "{problems:?}");
-        assert!(problems[0].contains("b: Stakater's type gauge, ours counter"));
-        assert!(problems[1].contains("c: labels"));
+        assert!(problems[0].contains("b: Stakater's type gauge, ours summary"));
+        assert!(problems[1].contains("c_total: labels"), "{problems:?}");
     }
 }
