@@ -230,6 +230,30 @@ async fn serve_openshift_project_group(client: &Client) -> Result<(), BenchError
     Ok(())
 }
 
+/// Starts the controller and waits until it is ready. Stakater's port is fixed (`:9090`), and
+/// on a shared machine another process may hold it for a moment: a start that fails to bind is
+/// tried again a few times.
+async fn start_ready(
+    plane: &ControlPlane,
+    subject: &Subject,
+    launch: &Launch,
+    options: &DiffOptions,
+) -> Result<crate::subject::Controller, BenchError> {
+    const ATTEMPTS: usize = 10;
+    for attempt in 1..=ATTEMPTS {
+        let mut controller = subject.start(plane, &options.log_dir, launch).await?;
+        match controller.wait_ready(Duration::from_secs(60)).await {
+            Ok(_) => return Ok(controller),
+            Err(error) if attempt < ATTEMPTS && error.to_string().contains("address already in use") => {
+                say(&format!("{}: its port is taken, trying again", subject.label()));
+                tokio::time::sleep(Duration::from_secs(3)).await;
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    unreachable!("the last attempt returns")
+}
+
 fn say(what: &str) {
     eprintln!("diff-stakater: {what}");
 }
@@ -300,8 +324,7 @@ async fn run_scenario(
             }
         }
     }
-    let mut controller = subject.start(plane, &options.log_dir, &launch).await?;
-    controller.wait_ready(Duration::from_secs(60)).await?;
+    let mut controller = start_ready(plane, subject, &launch, options).await?;
     tokio::time::sleep(options.settle).await;
     for step in &scenario.steps {
         match step {

@@ -79,7 +79,6 @@ pub async fn play(
     their_helm.upgrade_install(RELEASE, RELEASE_NAMESPACE, &values(), kubeconfig)?;
     let their_manifest = their_helm.template(RELEASE, RELEASE_NAMESPACE, &values())?;
     let (mut controller, _their_account) = start_as_chart(plane, stakater, &their_manifest, options).await?;
-    controller.wait_ready(Duration::from_secs(60)).await?;
     tokio::time::sleep(options.settle).await;
     let hash = resources.update_data(&config, &[("key", "v2")]).await?;
     wait_reloaded(&client, &config, &hash, &mut problems, "Stakater").await;
@@ -95,7 +94,6 @@ pub async fn play(
     }
     let our_manifest = helm.template(RELEASE, RELEASE_NAMESPACE, &values())?;
     let (mut controller, _our_account) = start_as_chart(plane, ours, &our_manifest, options).await?;
-    controller.wait_ready(Duration::from_secs(60)).await?;
     // The start-up sweep has run once ready; give the writes it might make time to land.
     tokio::time::sleep(options.settle * 3).await;
     let after = State::read(&client).await?;
@@ -170,7 +168,7 @@ async fn start_as_chart(
         .collect();
     launch.env = chart_env(container, namespace, &launch.name);
     launch.kubeconfig = Some(kubeconfig.path().to_owned());
-    let controller = subject.start(plane, &options.log_dir, &launch).await?;
+    let controller = super::start_ready(plane, subject, &launch, options).await?;
     // The kubeconfig file must outlive the process: the caller keeps it.
     Ok((controller, kubeconfig))
 }
