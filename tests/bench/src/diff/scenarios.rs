@@ -267,3 +267,56 @@ pub fn table() -> Vec<Scenario> {
     }
     rows
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_covers_what_the_check_promises() {
+        let table = table();
+        let kinds: std::collections::BTreeSet<&str> =
+            table.iter().flat_map(|row| row.workloads.iter().map(|w| w.kind().as_str())).collect();
+        for kind in Kind::ALL {
+            assert!(kinds.contains(kind.as_str()), "no {kind} in the table");
+        }
+        for strategy in Strategy::ALL {
+            assert!(table.iter().any(|row| row.strategy == strategy), "{strategy:?} missing");
+        }
+        for flag in ["--reload-on-create=true", "--reload-on-delete=true", "--sync-after-restart=true"] {
+            assert!(table.iter().any(|row| row.flags.contains(&flag)), "{flag} missing");
+        }
+        for notify in [
+            Notify::Webhook,
+            Notify::Alert("raw"),
+            Notify::Alert("slack"),
+            Notify::Alert("teams"),
+            Notify::Alert("gchat"),
+        ] {
+            assert!(table.iter().any(|row| row.notify == notify), "{notify:?} missing");
+        }
+        let annotations: std::collections::BTreeSet<String> = table
+            .iter()
+            .flat_map(|row| row.workloads.iter().map(|w| format!("{w:?}")))
+            .collect::<Vec<_>>()
+            .join(" ")
+            .split('"')
+            .filter(|part| part.contains("reloader.stakater.com"))
+            .map(str::to_owned)
+            .collect();
+        for key in [
+            ANNOTATION_AUTO,
+            ANNOTATION_CONFIGMAP_AUTO,
+            ANNOTATION_SECRET_AUTO,
+            ANNOTATION_CONFIGMAP_RELOAD,
+            ANNOTATION_SECRET_RELOAD,
+            ANNOTATION_CONFIGMAP_EXCLUDE,
+            ANNOTATION_SEARCH,
+            ANNOTATION_PAUSE_PERIOD,
+        ] {
+            assert!(annotations.contains(key), "annotation {key} missing from the table");
+        }
+        let names: std::collections::BTreeSet<&str> = table.iter().map(|row| row.name).collect();
+        assert_eq!(names.len(), table.len(), "scenario names are unique (they name namespaces)");
+    }
+}
