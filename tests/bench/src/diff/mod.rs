@@ -17,9 +17,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 
 use reloader_harness::{ControlPlane, Crd, PlaneOptions};
@@ -149,7 +148,6 @@ pub async fn run(options: &DiffOptions) -> Result<DiffReport, BenchError> {
     say("starting the control plane");
     let plane = ControlPlane::start(PlaneOptions::default()).await?;
     plane.install_crds(&[Crd::ArgoRollouts, Crd::DeploymentConfig]).await?;
-    serve_openshift_project_group(&plane.client()).await?;
     identity::set_up(&plane).await?;
     let receiver = HttpRecorder::start().await;
     let stakater = Subject { flavour: Flavour::Stakater, binary: options.stakater.clone() };
@@ -200,34 +198,6 @@ pub async fn run(options: &DiffOptions) -> Result<DiffReport, BenchError> {
         Err("no Stakater git dir (STAKATER_GIT_DIR) to take its chart from".to_owned())
     };
     Ok(DiffReport { found, expected, switching })
-}
-
-/// Stakater detects OpenShift (and so DeploymentConfigs) by `/apis/project.openshift.io`
-/// answering; the plane has the DeploymentConfig CRD but no such group, so an empty CRD of that
-/// group is served, or Stakater would never reload a DeploymentConfig here.
-async fn serve_openshift_project_group(client: &Client) -> Result<(), BenchError> {
-    let name = "projects.project.openshift.io";
-    let definition: CustomResourceDefinition = from_json(json!({
-        "metadata": { "name": name },
-        "spec": {
-            "group": "project.openshift.io",
-            "scope": "Cluster",
-            "names": { "plural": "projects", "singular": "project", "kind": "Project", "listKind": "ProjectList" },
-            "versions": [{ "name": "v1", "served": true, "storage": true,
-                           "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } } }],
-        },
-    }));
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    api.patch(name, &PatchParams::apply("diff-stakater").force(), &Patch::Apply(&definition)).await?;
-    reloader_harness::wait_until("project.openshift.io to be served", Duration::from_secs(60), || async {
-        let established =
-            api.get(name).await?.status.and_then(|status| status.conditions).is_some_and(|conditions| {
-                conditions.iter().any(|c| c.type_ == "Established" && c.status == "True")
-            });
-        if established { Ok(()) } else { Err(reloader_harness::NotYet::because("not Established")) }
-    })
-    .await?;
-    Ok(())
 }
 
 /// Starts the controller and waits until it is ready. Stakater's port is fixed (`:9090`), and

@@ -51,8 +51,8 @@ pub struct Scenario {
 const V1: &[(&str, &str)] = &[("key", "v1")];
 const V2: &[(&str, &str)] = &[("key", "v2")];
 const V3: &[(&str, &str)] = &[("key", "v3")];
-/// Argo Rollouts on; DeploymentConfigs are detected by both (Stakater v1.4.21 has no
-/// `--is-openshift`), so every kind the plane hosts is watched.
+/// Argo Rollouts on. DeploymentConfigs are detected by ours; Stakater v1.4.21 has no
+/// `--is-openshift` and does not reload them (an expected difference).
 const EVERY_KIND: &[&str] = &["--is-Argo-Rollouts=true"];
 
 fn config() -> ResourceRef {

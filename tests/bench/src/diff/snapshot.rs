@@ -118,12 +118,20 @@ pub async fn jobs(client: &Client, namespace: &str, norm: &Normaliser) -> Result
     let mut out = Snapshot::new();
     let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client.clone(), namespace);
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    for job in jobs.list(&ListParams::default()).await? {
+    let mut listed = jobs.list(&ListParams::default()).await?.items;
+    // Oldest first, so the n-th Job a CronJob spawned has the same key in both runs.
+    listed.sort_by(|a, b| {
+        (a.metadata.creation_timestamp.as_ref().map(|t| t.0), &a.metadata.name)
+            .cmp(&(b.metadata.creation_timestamp.as_ref().map(|t| t.0), &b.metadata.name))
+    });
+    for job in listed {
         let raw_name = job.metadata.name.as_deref().unwrap_or_default();
         let from_cronjob =
             job.metadata.owner_references.iter().flatten().any(|owner| owner.kind == "CronJob");
-        let name = if from_cronjob { norm.generated_name(raw_name) } else { raw_name.to_owned() };
-        *counts.entry(name.clone()).or_default() += 1;
+        let family = if from_cronjob { norm.generated_name(raw_name) } else { raw_name.to_owned() };
+        let count = counts.entry(family.clone()).or_default();
+        *count += 1;
+        let name = if from_cronjob { format!("{family}#{count}") } else { family };
         let owners: Vec<String> = job
             .metadata
             .owner_references
@@ -174,7 +182,8 @@ pub async fn events(client: &Client, namespace: &str, norm: &Normaliser) -> Resu
         grouped.entry(key).or_default().push(format!(
             "{} [component {component}, {uid}, count {}]",
             norm.text(event.message.as_deref().unwrap_or_default()),
-            event.count.unwrap_or(1)
+            // An events.k8s.io Event counts its repeats in `series`.
+            event.series.as_ref().and_then(|series| series.count).or(event.count).unwrap_or(1)
         ));
     }
     Ok(grouped
