@@ -143,7 +143,10 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     // no executor and no pause timer (docs/compatibility.md §9).
     let notifier = match &options.webhook_url {
         Some(url) => {
-            info!("--webhook-url is set: changes are POSTed to it; no workload is ever reloaded");
+            // Said once at start-up because nothing else shows it: no rollout ever follows.
+            info!(
+                "webhook mode (--webhook-url): each change is POSTed to the webhook; no workload is ever reloaded"
+            );
             Some(Arc::new(WebhookNotifier::new(url.expose().to_string(), metrics.clone())?))
         }
         None => None,

@@ -51,8 +51,32 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- end }}
 {{- end -}}
 
+{{/*
+The image values in effect: `image`, with Stakater chart 1.x's reloader.deployment.image keys on
+top where they are set (name was the repository, base the name under global.imageRegistry), so
+a 1.x values file installs what it names. NOTES.txt lists the legacy keys it used.
+*/}}
+{{- define "reloader.imageValues" -}}
+{{- $image := deepCopy .Values.image -}}
+{{- $legacy := .Values.reloader.deployment.image | default dict -}}
+{{- range $from, $to := dict "name" "repository" "base" "name" "tag" "tag" "digest" "digest" "pullPolicy" "pullPolicy" -}}
+{{- with get $legacy $from }}{{ $_ := set $image $to (toString .) }}{{ end -}}
+{{- end -}}
+{{- $image | toJson -}}
+{{- end -}}
+
+{{/* The reloader.deployment.image keys (Stakater chart 1.x) that are set, as a JSON list. */}}
+{{- define "reloader.legacyImageKeys" -}}
+{{- $legacy := .Values.reloader.deployment.image | default dict -}}
+{{- $set := list -}}
+{{- range $key := list "name" "base" "tag" "digest" "pullPolicy" -}}
+{{- if get $legacy $key }}{{ $set = append $set (printf "reloader.deployment.image.%s" $key) }}{{ end -}}
+{{- end -}}
+{{- $set | toJson -}}
+{{- end -}}
+
 {{- define "reloader.image" -}}
-{{- $image := .Values.image -}}
+{{- $image := include "reloader.imageValues" . | fromJson -}}
 {{- $tag := $image.tag | default .Chart.AppVersion | toString -}}
 {{- $repository := $image.repository -}}
 {{- if .Values.global.imageRegistry -}}
@@ -95,13 +119,23 @@ non-empty, unique strings (in the given order).
 {{- $clean | toJson -}}
 {{- end -}}
 
-{{/* The namespaces given in reloader.namespaces, as a JSON list. */}}
+{{/*
+The namespaces watched in scoped mode (watchGlobally=false with reloader.namespaces set), as a
+JSON list: the release namespace (always, as in Stakater's chart, so workloads next to reloader
+keep reloading) plus each of reloader.namespaces, unique and sorted. Empty when
+reloader.namespaces is empty: then reloader watches its own namespace (KUBERNETES_NAMESPACE).
+*/}}
 {{- define "reloader.watchNamespaces" -}}
-{{- include "reloader.csvList" .Values.reloader.namespaces -}}
+{{- $given := include "reloader.csvList" .Values.reloader.namespaces | fromJsonArray -}}
+{{- if $given -}}
+{{- concat (list (include "reloader.namespace" .)) $given | uniq | sortAlpha | toJson -}}
+{{- else -}}
+{{- list | toJson -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
-The namespaces that get the workload Role in namespaced mode: each of reloader.namespaces,
+The namespaces that get the workload Role in namespaced mode: those of reloader.watchNamespaces,
 or the release namespace alone. Empty in global mode.
 */}}
 {{- define "reloader.roleNamespaces" -}}
@@ -139,7 +173,7 @@ Deployment so that every render checks them.
 {{- if and $r.ignoreSecrets $r.ignoreConfigMaps -}}
 {{- fail "reloader.ignoreSecrets and reloader.ignoreConfigMaps are both true: reloader would watch nothing; set at most one of them" -}}
 {{- end -}}
-{{- if and $r.watchGlobally (include "reloader.watchNamespaces" . | fromJsonArray) -}}
+{{- if and $r.watchGlobally (include "reloader.csvList" $r.namespaces | fromJsonArray) -}}
 {{- fail "reloader.namespaces is set but reloader.watchGlobally is true: set reloader.watchGlobally=false to watch only those namespaces" -}}
 {{- end -}}
 {{- end -}}

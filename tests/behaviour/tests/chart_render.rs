@@ -73,6 +73,11 @@ fn rows() -> Vec<Row> {
             Some(namespaced_ab),
         ),
         row(
+            "namespaces naming the release namespace",
+            json!({"reloader": {"watchGlobally": false, "namespaces": ["b", NAMESPACE, "a", "b"]}}),
+            Some(namespaced_ab),
+        ),
+        row(
             "enableHA=true replicas=2",
             json!({"reloader": {"enableHA": true, "deployment": {"replicas": 2},
                                 "podDisruptionBudget": {"enabled": true, "minAvailable": 1}}}),
@@ -165,6 +170,19 @@ fn rows() -> Vec<Row> {
             Some(no_rbac),
         ),
         row("Stakater 2.2.16 values file", stakater_2_2_16(), Some(stakater_file)),
+        row("Stakater chart 1.x image keys", stakater_1_x(), Some(legacy_image)),
+        row(
+            "Stakater chart 1.x image keys under global.imageRegistry",
+            merge(&stakater_1_x(), &json!({"global": {"imageRegistry": "mirror.example.com/"}})),
+            Some(legacy_image_registry),
+        ),
+        row(
+            "Stakater chart 1.x image pinned by digest",
+            json!({"reloader": {"deployment": {"image": {"name": "ghcr.io/stakater/reloader",
+                                                           "digest": "sha256:1234567", "tag": 1.3}}}}),
+            Some(legacy_image_digest),
+        ),
+        row("Stakater chart 2.0.0 values file", stakater_2_0_0(), None),
     ]
 }
 
@@ -318,6 +336,17 @@ fn text(value: &Value) -> &str {
     value.as_str().unwrap_or_default()
 }
 
+/// Scoped mode's namespaces as Stakater's chart 2.x computes them: the release namespace plus
+/// `reloader.namespaces`, unique and sorted; empty when `reloader.namespaces` is.
+fn scoped_namespaces(r: &Value) -> Vec<String> {
+    let given = csv(&r["namespaces"]);
+    if given.is_empty() {
+        return given;
+    }
+    let all: BTreeSet<String> = given.into_iter().chain([NAMESPACE.to_owned()]).collect();
+    all.into_iter().collect()
+}
+
 fn expected_args(values: &Value) -> Vec<String> {
     let r = &values["reloader"];
     let mut args = Vec::new();
@@ -350,8 +379,8 @@ fn expected_args(values: &Value) -> Vec<String> {
                 args.push(format!("{flag}={}", items.join(",")));
             }
         }
-    } else if !csv(&r["namespaces"]).is_empty() {
-        args.push(format!("--namespaces={}", csv(&r["namespaces"]).join(",")));
+    } else if !scoped_namespaces(r).is_empty() {
+        args.push(format!("--namespaces={}", scoped_namespaces(r).join(",")));
     }
     if !csv(&r["resourceLabelSelector"]).is_empty() {
         args.push(format!("--resource-label-selector={}", csv(&r["resourceLabelSelector"]).join(",")));
@@ -433,8 +462,8 @@ fn expected_grants(values: &Value) -> BTreeSet<Grant> {
     let scopes = if on(&r["watchGlobally"]) {
         vec!["cluster".to_owned()]
     } else {
-        let listed = csv(&r["namespaces"]);
-        if listed.is_empty() { vec![NAMESPACE.to_owned()] } else { listed }
+        let scoped = scoped_namespaces(r);
+        if scoped.is_empty() { vec![NAMESPACE.to_owned()] } else { scoped }
     };
     for scope in &scopes {
         let sources: Vec<&str> = [("configmaps", "ignoreConfigMaps"), ("secrets", "ignoreSecrets")]
@@ -694,11 +723,20 @@ fn namespaced_single(set: &Rendered) -> Check {
     ensure(roles == [NAMESPACE], format!("workload Role in the release namespace, got {roles:?}"))
 }
 
+/// Scoped mode with a and b: the release namespace is watched too (flag and Role), as Stakater's
+/// chart 2.x does, so workloads next to reloader keep reloading.
 fn namespaced_ab(set: &Rendered) -> Check {
     let roles = role_namespaces(set.docs, "Role", &format!("{FULLNAME}-role"));
-    ensure(roles == ["a", "b"], format!("workload Roles in a and b only, got {roles:?}"))?;
+    ensure(roles == ["a", "b", NAMESPACE], format!("workload Roles in a, b and {NAMESPACE}, got {roles:?}"))?;
     let bindings = role_namespaces(set.docs, "RoleBinding", &format!("{FULLNAME}-role-binding"));
-    ensure(bindings == ["a", "b"], format!("RoleBindings in a and b, got {bindings:?}"))
+    ensure(
+        bindings == ["a", "b", NAMESPACE],
+        format!("RoleBindings in a, b and {NAMESPACE}, got {bindings:?}"),
+    )?;
+    ensure(
+        strings(&set.container["args"]).contains(&format!("--namespaces=a,b,{NAMESPACE}").as_str()),
+        "--namespaces names a, b and the release namespace",
+    )
 }
 
 fn ha(set: &Rendered) -> Check {
@@ -837,10 +875,11 @@ fn webhook_cert_manager(set: &Rendered) -> Check {
 fn webhook_namespaced(set: &Rendered) -> Check {
     let configuration = one(set.docs, "MutatingWebhookConfiguration", Some(FULLNAME), None)?;
     let expressions = &configuration["webhooks"][0]["namespaceSelector"]["matchExpressions"];
-    let limited = json!({"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["a", "b"]});
+    let limited =
+        json!({"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["a", "b", NAMESPACE]});
     ensure(
         expressions.as_array().is_some_and(|all| all.contains(&limited)),
-        format!("namespaced webhook limited to a, b: {expressions}"),
+        format!("namespaced webhook limited to the watched a, b, {NAMESPACE}: {expressions}"),
     )
 }
 
@@ -1028,6 +1067,102 @@ fn stakater_2_2_16() -> Value {
                                       "minAllowed": {}, "controlledValues": "RequestsAndLimits",
                                       "updatePolicy": {"updateMode": "Auto"}},
             "webhookUrl": "",
+        },
+    })
+}
+
+/// Chart 1.3.0's values as a user of it writes them: the image under reloader.deployment.image
+/// (`name` the repository, `base` the name used with global.imageRegistry).
+fn stakater_1_x() -> Value {
+    json!({
+        "global": {"imagePullSecrets": []},
+        "kubernetes": {"host": "https://kubernetes.default"},
+        "reloader": {
+            "watchGlobally": false, "ignoreSecrets": false, "legacy": {"rbac": false},
+            "matchLabels": {}, "enableMetricsByNamespace": false,
+            "deployment": {
+                "replicas": 1, "revisionHistoryLimit": 2, "nodeSelector": null, "affinity": {},
+                "securityContext": {"runAsNonRoot": true, "runAsUser": 65534,
+                                    "seccompProfile": {"type": "RuntimeDefault"}},
+                "containerSecurityContext": {},
+                "tolerations": [], "topologySpreadConstraints": [], "annotations": {},
+                "labels": {"provider": "stakater", "group": "com.stakater.platform", "version": "v1.3.0"},
+                "image": {"name": "registry.example.com/team/reloader", "base": "team/reloader",
+                          "tag": "v1.3.0", "pullPolicy": "Always"},
+                "env": {"open": null, "secret": null, "field": null, "existing": null},
+                "livenessProbe": {}, "readinessProbe": {}, "resources": {},
+                "pod": {"annotations": {}}, "priorityClassName": "",
+                "gomaxprocsOverride": "", "gomemlimitOverride": "",
+            },
+            "service": {},
+            "rbac": {"enabled": true, "labels": {}},
+            "serviceAccount": {"create": true, "labels": {}, "annotations": {}, "name": null},
+            "custom_annotations": {},
+            "serviceMonitor": {"enabled": false},
+            "podMonitor": {"enabled": false},
+            "podDisruptionBudget": {"enabled": false},
+            "netpol": {"enabled": false, "from": [], "to": []},
+            "volumeMounts": [], "volumes": [], "webhookUrl": "",
+        },
+    })
+}
+
+fn legacy_image(set: &Rendered) -> Check {
+    ensure(
+        set.container["image"] == "registry.example.com/team/reloader:v1.3.0",
+        format!("reloader.deployment.image.name:tag, got {}", set.container["image"]),
+    )?;
+    ensure(set.container["imagePullPolicy"] == "Always", "reloader.deployment.image.pullPolicy")
+}
+
+fn legacy_image_registry(set: &Rendered) -> Check {
+    ensure(
+        set.container["image"] == "mirror.example.com/team/reloader:v1.3.0",
+        format!("global.imageRegistry/reloader.deployment.image.base:tag, got {}", set.container["image"]),
+    )
+}
+
+fn legacy_image_digest(set: &Rendered) -> Check {
+    ensure(
+        set.container["image"] == "ghcr.io/stakater/reloader@sha256:1234567",
+        format!("reloader.deployment.image.name@digest, got {}", set.container["image"]),
+    )
+}
+
+/// Chart 2.0.0's values (the first 2.x: image moved to the top level), as its users wrote them.
+fn stakater_2_0_0() -> Value {
+    json!({
+        "global": {"imageRegistry": "", "imagePullSecrets": []},
+        "kubernetes": {"host": "https://kubernetes.default"},
+        "nameOverride": "", "fullnameOverride": "",
+        "image": {"name": "stakater/reloader", "repository": "ghcr.io/stakater/reloader", "tag": "v1.3.0",
+                  "pullPolicy": "IfNotPresent"},
+        "reloader": {
+            "autoReloadAll": false, "isArgoRollouts": false, "isOpenshift": false, "ignoreSecrets": false,
+            "ignoreConfigMaps": false, "reloadOnCreate": false, "reloadOnDelete": false,
+            "syncAfterRestart": false, "reloadStrategy": "default", "ignoreNamespaces": "",
+            "namespaceSelector": "", "resourceLabelSelector": "", "logFormat": "", "logLevel": "info",
+            "watchGlobally": true, "enableHA": false, "readOnlyRootFileSystem": false,
+            "legacy": {"rbac": false}, "matchLabels": {}, "enableMetricsByNamespace": false,
+            "deployment": {"replicas": 1, "revisionHistoryLimit": 2, "nodeSelector": null, "affinity": {},
+                           "securityContext": {"runAsNonRoot": true, "runAsUser": 65534,
+                                               "seccompProfile": {"type": "RuntimeDefault"}},
+                           "containerSecurityContext": {}, "tolerations": [], "topologySpreadConstraints": [],
+                           "annotations": {}, "labels": {"provider": "stakater"},
+                           "env": {"open": null, "secret": null, "field": null, "existing": null},
+                           "livenessProbe": {}, "readinessProbe": {}, "resources": {},
+                           "pod": {"annotations": {}}, "priorityClassName": "",
+                           "gomaxprocsOverride": "", "gomemlimitOverride": ""},
+            "service": {}, "rbac": {"enabled": true, "labels": {}},
+            "serviceAccount": {"create": true, "labels": {}, "annotations": {}, "name": null},
+            "custom_annotations": {},
+            "serviceMonitor": {"enabled": false, "labels": {}, "annotations": {}, "honorLabels": true,
+                               "metricRelabelings": [], "relabelings": [], "targetLabels": []},
+            "podMonitor": {"enabled": false, "labels": {}, "annotations": {}, "honorLabels": true,
+                           "metricRelabelings": [], "relabelings": [], "podTargetLabels": []},
+            "podDisruptionBudget": {"enabled": false},
+            "netpol": {"enabled": false, "from": [], "to": []},
+            "volumeMounts": [], "volumes": [], "webhookUrl": "",
         },
     })
 }

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 mod chart;
 mod dataset;
+pub mod diff;
 mod identity;
 mod observer;
 mod procfs;

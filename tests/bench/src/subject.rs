@@ -41,6 +41,13 @@ pub struct Launch {
     pub args: Vec<String>,
     /// Flags only ours has (coalescing, write limits); Stakater runs without them.
     pub ours_only_args: Vec<String>,
+    /// `--reload-strategy`; empty: env-vars.
+    pub strategy: String,
+    /// More environment (alert settings, a chart's env), after the defaults so it wins.
+    pub env: Vec<(String, String)>,
+    /// Run as this kubeconfig's identity instead of the benchmark's account (a chart's
+    /// ServiceAccount in hack/diff-stakater's switching-day play).
+    pub kubeconfig: Option<PathBuf>,
 }
 
 impl Launch {
@@ -80,7 +87,15 @@ impl Subject {
         log_dir: &Path,
         launch: &Launch,
     ) -> Result<Controller, BenchError> {
-        let kubeconfig = identity::kubeconfig(plane).await?;
+        let account = match launch.kubeconfig {
+            Some(_) => None,
+            None => Some(identity::kubeconfig(plane).await?),
+        };
+        let kubeconfig_path = match (&launch.kubeconfig, &account) {
+            (Some(path), _) => path.as_path(),
+            (None, Some(account)) => account.path(),
+            (None, None) => unreachable!("an account kubeconfig is made when none is given"),
+        };
         let (port, mut args) = match self.flavour {
             Flavour::Ours => {
                 let port = free_port();
@@ -88,21 +103,23 @@ impl Subject {
             }
             Flavour::Stakater => (STAKATER_PORT, Vec::new()),
         };
-        args.push("--reload-strategy=env-vars".to_owned());
+        let strategy = if launch.strategy.is_empty() { "env-vars" } else { launch.strategy.as_str() };
+        args.push(format!("--reload-strategy={strategy}"));
         args.extend(launch.args.iter().cloned());
         if self.flavour == Flavour::Ours {
             args.extend(launch.ours_only_args.iter().cloned());
         }
         let log = log_dir.join(format!("{}-{}.log", self.label(), launch.name));
         let _ = std::fs::remove_file(&log);
-        let envs: [(&str, &Path); 4] = [
-            ("KUBECONFIG", kubeconfig.path()),
+        let mut envs: Vec<(&str, &Path)> = vec![
+            ("KUBECONFIG", kubeconfig_path),
             ("POD_NAME", Path::new(&launch.name)),
             ("POD_NAMESPACE", Path::new(NAMESPACE)),
             // Where both publish their meta-info ConfigMap. (Never KUBERNETES_NAMESPACE: it would
             // confine both to that one namespace.)
             ("RELOADER_NAMESPACE", Path::new(NAMESPACE)),
         ];
+        envs.extend(launch.env.iter().map(|(key, value)| (key.as_str(), Path::new(value))));
         let started = Instant::now();
         let process = Process::start(&launch.name, &self.binary, &args, &envs, &log)?;
         let ready_path = match self.flavour {
@@ -110,7 +127,7 @@ impl Subject {
             // Stakater has no readiness endpoint; /live answering is the closest it says.
             Flavour::Stakater => "/live",
         };
-        Ok(Controller { process, started, port, ready_path, log, _kubeconfig: kubeconfig })
+        Ok(Controller { process, started, port, ready_path, log, _kubeconfig: account })
     }
 }
 
@@ -122,7 +139,7 @@ pub struct Controller {
     port: u16,
     ready_path: &'static str,
     log: PathBuf,
-    _kubeconfig: KubeconfigFile,
+    _kubeconfig: Option<KubeconfigFile>,
 }
 
 impl Controller {
@@ -166,6 +183,17 @@ impl Controller {
             }
             tokio::time::sleep(READY_POLL).await;
         }
+    }
+
+    /// Its `/metrics` text.
+    pub async fn metrics(&self) -> Result<String, BenchError> {
+        let url = format!("http://127.0.0.1:{}/metrics", self.port);
+        Ok(reqwest::get(&url).await?.error_for_status()?.text().await?)
+    }
+
+    /// SIGTERM, then SIGKILL after `grace`.
+    pub fn terminate(&mut self, grace: Duration) {
+        self.process.terminate(grace);
     }
 
     /// SIGKILL, no goodbye.

@@ -81,6 +81,63 @@ impl Helm {
         Manifest::parse(&self.run(&args)?)
     }
 
+    /// The same helm pointed at another chart folder (Stakater's, for the switching-day play of
+    /// hack/diff-stakater).
+    pub fn with_chart(&self, chart: impl Into<PathBuf>) -> Self {
+        Self { binary: self.binary.clone(), chart: chart.into() }
+    }
+
+    /// The NOTES.txt a `helm install` of `values` prints. Helm 3 contacts the API server even for
+    /// `--dry-run=client` (helm/helm#13144), so this needs a cluster (`kubeconfig`); nothing is
+    /// installed.
+    pub fn notes(
+        &self,
+        release: &str,
+        namespace: &str,
+        values: &serde_json::Value,
+        kubeconfig: &Path,
+    ) -> Result<String, PlaneError> {
+        let output =
+            self.on_cluster(&["install", release], &["--dry-run=client"], namespace, values, kubeconfig)?;
+        let notes = output.split_once("\nNOTES:\n").map(|(_, notes)| notes).unwrap_or_default();
+        Ok(notes.to_owned())
+    }
+
+    /// `helm upgrade --install <release>` of this chart with `values` into `namespace` of the
+    /// cluster of `kubeconfig`, waiting for nothing (no pods run on the plane).
+    pub fn upgrade_install(
+        &self,
+        release: &str,
+        namespace: &str,
+        values: &serde_json::Value,
+        kubeconfig: &Path,
+    ) -> Result<String, PlaneError> {
+        self.on_cluster(
+            &["upgrade", "--install", release],
+            &["--create-namespace"],
+            namespace,
+            values,
+            kubeconfig,
+        )
+    }
+
+    /// `helm <command> <chart> <flags>` against the cluster of `kubeconfig`, with `values`.
+    fn on_cluster(
+        &self,
+        command: &[&str],
+        flags: &[&str],
+        namespace: &str,
+        values: &serde_json::Value,
+        kubeconfig: &Path,
+    ) -> Result<String, PlaneError> {
+        let values_file = ValuesFile::write(values)?;
+        let mut args = command.to_vec();
+        args.push(path(&self.chart)?);
+        args.extend_from_slice(flags);
+        args.extend(["--kubeconfig", path(kubeconfig)?, "--namespace", namespace, "-f", values_file.path()?]);
+        self.run(&args)
+    }
+
     fn run(&self, args: &[&str]) -> Result<String, PlaneError> {
         let command = format!("helm {}", args.iter().take(2).copied().collect::<Vec<_>>().join(" "));
         let output = Command::new(&self.binary)

@@ -36,7 +36,8 @@ enum Scope {
     Global,
     /// `watchGlobally=false`: the release namespace.
     ReleaseNamespace,
-    /// `watchGlobally=false` with `namespaces`: two namespaces other than the release's.
+    /// `watchGlobally=false` with `namespaces`: two namespaces other than the release's, and
+    /// the release namespace, which the chart always adds.
     Listed,
 }
 
@@ -205,7 +206,10 @@ async fn verify(set: ValuesSet) -> Verified {
     let (watched_ns, unwatched_ns): (Vec<&str>, Vec<&str>) = match set.scope {
         Scope::Global => (vec![elsewhere.name()], vec![]),
         Scope::ReleaseNamespace => (vec![release_ns.name()], vec![elsewhere.name()]),
-        Scope::Listed => (listed_names.clone(), vec![elsewhere.name(), release_ns.name()]),
+        // The release namespace is always watched too, as with Stakater's chart 2.x.
+        Scope::Listed => {
+            (listed_names.iter().copied().chain([release_ns.name()]).collect(), vec![elsewhere.name()])
+        }
     };
     let mut watched = Vec::new();
     for namespace in &watched_ns {
