@@ -1,5 +1,5 @@
 //! The chart's Grafana dashboard and alerting rules (`grafanaDashboard`, `prometheusRule`;
-//! docs/observability.md) cannot silently rot: every metric that a dashboard panel, a dashboard
+//! docs/monitoring.md) cannot silently rot: every metric that a dashboard panel, a dashboard
 //! variable or an alert expression queries, and every label name those queries match or group on,
 //! is exported by the real binary on the plane once it has reloaded a workload, failed to write
 //! another and skipped a third. The chart renders the ConfigMap and the PrometheusRule only when
@@ -53,8 +53,20 @@ mod promql {
     const KEYWORDS: [&str; 7] = ["and", "or", "unless", "bool", "offset", "inf", "nan"];
     /// Aggregations may put `by (...)` between their name and their argument.
     const AGGREGATIONS: [&str; 14] = [
-        "sum", "min", "max", "avg", "count", "stddev", "stdvar", "topk", "bottomk", "quantile",
-        "count_values", "group", "limitk", "limit_ratio",
+        "sum",
+        "min",
+        "max",
+        "avg",
+        "count",
+        "stddev",
+        "stdvar",
+        "topk",
+        "bottomk",
+        "quantile",
+        "count_values",
+        "group",
+        "limitk",
+        "limit_ratio",
     ];
 
     /// One instant or range selector: the metric and the label names its matchers name.
@@ -127,7 +139,8 @@ mod promql {
                 }
                 c if c.is_ascii_alphabetic() || c == '_' || c == ':' => {
                     let start = i;
-                    while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == ':')
+                    while i < chars.len()
+                        && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == ':')
                     {
                         i += 1;
                     }
@@ -168,7 +181,9 @@ mod promql {
                     if next == Some(&Token::Open('{')) {
                         i += 2;
                         while i < tokens.len() && tokens[i] != Token::Close('}') {
-                            if let (Token::Ident(label), Some(Token::Matcher)) = (&tokens[i], tokens.get(i + 1)) {
+                            if let (Token::Ident(label), Some(Token::Matcher)) =
+                                (&tokens[i], tokens.get(i + 1))
+                            {
                                 selector.labels.insert(label.clone());
                             }
                             i += 1;
@@ -266,8 +281,13 @@ fn dashboard_queries(dashboard: &Value) -> Vec<Query> {
         let targets = panel["targets"].as_array().map(Vec::as_slice).unwrap_or_default();
         assert!(!targets.is_empty(), "panel {title:?} queries nothing");
         for target in targets {
-            let text = target["expr"].as_str().unwrap_or_else(|| panic!("panel {title:?}: a target without expr"));
-            queries.push(Query { place: format!("panel {title:?}"), text: text.to_owned(), reads: promql::reads(text) });
+            let text =
+                target["expr"].as_str().unwrap_or_else(|| panic!("panel {title:?}: a target without expr"));
+            queries.push(Query {
+                place: format!("panel {title:?}"),
+                text: text.to_owned(),
+                reads: promql::reads(text),
+            });
         }
     }
     for variable in dashboard["templating"]["list"].as_array().into_iter().flatten() {
@@ -419,7 +439,10 @@ async fn every_series_the_dashboard_and_the_alerts_query_is_exported() {
     let problems: Vec<String> = queries
         .iter()
         .flat_map(|query| {
-            exported.problems(&query.reads).into_iter().map(move |p| format!("{}: {p}\n    {}", query.place, query.text))
+            exported
+                .problems(&query.reads)
+                .into_iter()
+                .map(move |p| format!("{}: {p}\n    {}", query.place, query.text))
         })
         .collect();
     assert!(problems.is_empty(), "queries of series the binary does not export:\n{}", problems.join("\n"));
@@ -451,7 +474,8 @@ fn the_chart_renders_the_dashboard_and_the_rules_only_when_enabled() {
     assert_eq!(metadata["labels"]["app.kubernetes.io/instance"], RELEASE);
     assert_eq!(metadata["annotations"]["grafana_folder"], "Platform");
     let shipped: Value = serde_json::from_str(DASHBOARD_FILE).unwrap();
-    let rendered: Value = serde_json::from_str(config_maps[0]["data"]["reloader.json"].as_str().unwrap()).unwrap();
+    let rendered: Value =
+        serde_json::from_str(config_maps[0]["data"]["reloader.json"].as_str().unwrap()).unwrap();
     assert_eq!(rendered, shipped, "the ConfigMap carries charts/reloader/dashboards/reloader.json as is");
 
     let rules = objects_of_kind(&manifest, "PrometheusRule");
@@ -462,7 +486,11 @@ fn the_chart_renders_the_dashboard_and_the_rules_only_when_enabled() {
     assert_eq!(metadata["annotations"]["owner"], "platform");
     let alerts = alert_expressions(rules[0]);
     let names: Vec<_> = alerts.iter().map(|(alert, _)| alert.as_str()).collect();
-    assert_eq!(names, ["ReloaderReloadFailures", "ReloaderWriteRateLimitSaturated"], "no HA, watchErrors off");
+    assert_eq!(
+        names,
+        ["ReloaderReloadFailures", "ReloaderWriteRateLimitSaturated"],
+        "no HA, watchErrors off"
+    );
     for (alert, expr) in &alerts {
         assert!(expr.contains("job=\"reloader\"") && !expr.contains("namespace=\"ops\""), "{alert}: {expr}");
     }
@@ -479,15 +507,20 @@ fn the_chart_renders_the_dashboard_and_the_rules_only_when_enabled() {
     }
 
     // Without monitoring.coreos.com/v1 there is no PrometheusRule to create.
-    let without_api = helm.template(RELEASE, NAMESPACE, &json!({"prometheusRule": {"enabled": true}})).unwrap();
+    let without_api =
+        helm.template(RELEASE, NAMESPACE, &json!({"prometheusRule": {"enabled": true}})).unwrap();
     assert!(objects_of_kind(&without_api, "PrometheusRule").is_empty());
 }
+
+/// One case of the PromQL reader: the expression, its selectors (metric, matcher labels) and its
+/// grouping labels.
+type ReaderCase = (&'static str, &'static [(&'static str, &'static [&'static str])], &'static [&'static str]);
 
 /// The PromQL reader, case by case.
 #[test]
 fn promql_reads_selectors_labels_and_groupings() {
     let set = |labels: &[&str]| labels.iter().map(|l| l.to_string()).collect::<BTreeSet<_>>();
-    let cases: &[(&str, &[(&str, &[&str])], &[&str])] = &[
+    let cases: &[ReaderCase] = &[
         ("up", &[("up", &[])], &[]),
         (
             r#"sum by (workload_kind, result) (rate(reloader_action_total{namespace=~"$namespace", job=~"$job"}[$__rate_interval]))"#,
@@ -499,9 +532,17 @@ fn promql_reads_selectors_labels_and_groupings() {
             &[("x_bucket", &["a", "b"])],
             &["le"],
         ),
-        (r#"(max(reloader_leader{namespace="ops"}) or vector(0)) < 1"#, &[("reloader_leader", &["namespace"])], &[]),
+        (
+            r#"(max(reloader_leader{namespace="ops"}) or vector(0)) < 1"#,
+            &[("reloader_leader", &["namespace"])],
+            &[],
+        ),
         ("a / on (pod) group_left (kind) b > bool 2", &[("a", &[]), ("b", &[])], &["pod", "kind"]),
-        (r#"sum(rate(c_total{reason="x,y}"}[1m] offset 5m)) without (instance)"#, &[("c_total", &["reason"])], &["instance"]),
+        (
+            r#"sum(rate(c_total{reason="x,y}"}[1m] offset 5m)) without (instance)"#,
+            &[("c_total", &["reason"])],
+            &["instance"],
+        ),
     ];
     for (expr, selectors, grouping) in cases {
         let reads = promql::reads(expr);
@@ -512,7 +553,8 @@ fn promql_reads_selectors_labels_and_groupings() {
         assert_eq!(reads.selectors, expected, "{expr}");
         assert_eq!(reads.grouping, set(grouping), "{expr}");
     }
-    let variable = promql::variable_reads(r#"label_values(reloader_build_info{namespace=~"$namespace"}, job)"#);
+    let variable =
+        promql::variable_reads(r#"label_values(reloader_build_info{namespace=~"$namespace"}, job)"#);
     assert_eq!(variable.selectors[0].metric, "reloader_build_info");
     assert_eq!(variable.grouping, set(&["job"]));
 }
