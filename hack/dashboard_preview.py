@@ -104,7 +104,7 @@ def main():
         axes.set_ylim(bottom=0)
         axes.set_ylabel(axis_label, color=TEXT, fontsize=8)
         axes.tick_params(colors=TEXT, labelsize=7)
-        axes.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
+        axes.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))
         axes.grid(color=GRID, linewidth=0.5)
         for spine in axes.spines.values():
             spine.set_color(GRID)
