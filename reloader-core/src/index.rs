@@ -25,7 +25,9 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 
 use crate::annotations::{ReloadAnnotations, kind_index};
-use crate::decide::{DecideOptions, ExplicitEntry, ResourceEventKind, SkipReason, explicit_entries, plan};
+use crate::decide::{
+    DecideOptions, Decision, ExplicitEntry, ResourceEventKind, SkipReason, decide, explicit_entries, plan,
+};
 use crate::hash::DELETE_MARKER_HASH;
 use crate::markers::MarkerChange;
 use crate::model::{ContentHash, ResourceKey, ResourceKind, ResourceVersion, WorkloadKey};
@@ -205,6 +207,26 @@ impl Index {
             .filter(|workload| !created_after(workload))
             .map(|workload| (workload.key.clone(), plan(workload, resource, event, opts)))
             .collect()
+    }
+
+    /// Workloads of the resource's namespace that are no candidates for `resource` (their pod
+    /// spec does not use it) but whose auto or search rule selects it. Stakater, which lists
+    /// every workload of the namespace, runs its reload strategy on them, changes nothing, and
+    /// counts each in `reloader_skipped_total{reason="strategy_not_updated"}`
+    /// (docs/compatibility.md §11); this is that count, from one pass over the namespace.
+    pub fn selected_but_unused(&self, resource: &ResourceView, opts: &DecideOptions) -> usize {
+        let candidates = self.lookup.candidate_ids(&resource.key);
+        self.workloads
+            .ids
+            .iter()
+            .filter(|(key, id)| {
+                *key.namespace == *resource.key.namespace && candidates.binary_search(id).is_err()
+            })
+            .filter_map(|(_, &id)| self.workloads.get(id))
+            .filter(|workload| {
+                matches!(decide(workload, resource, opts), Decision::Skip(SkipReason::NotReferenced))
+            })
+            .count()
     }
 
     /// docs/behaviour.md §G: the resource changes the index met before the workload `key` in its

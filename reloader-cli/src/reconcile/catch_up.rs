@@ -25,7 +25,7 @@ use super::standby::StandbyChanges;
 use super::{ResourceNotifier, WorkQueue, notice};
 use crate::executor::Work;
 use crate::observe::http::Health;
-use crate::observe::metrics::{EventType, Metrics};
+use crate::observe::metrics::{EventType, Metrics, SkipReason};
 use crate::scope::ScopeFilter;
 use crate::sources::Synced;
 
@@ -99,7 +99,7 @@ impl CatchUp {
             let announced = announce_listed(&index, &self.scope, &self.config, notifier.as_ref());
             info!(announced, "leader catch-up done (--webhook-url: nothing written)");
         } else {
-            let (queued, replayed) = sweep(
+            let Swept { queued, replayed, not_updated } = sweep(
                 &index,
                 &self.scope,
                 &self.config,
@@ -107,6 +107,7 @@ impl CatchUp {
                 self.queue.as_ref(),
                 Instant::now(),
             );
+            self.metrics.strategy_not_updated(not_updated);
             info!(queued, replayed, "leader catch-up sweep done");
         }
     }
@@ -135,7 +136,18 @@ pub(crate) fn announce_listed(
     announced
 }
 
-/// One sweep of the long-running workloads; returns (queued, replayed).
+/// What one sweep did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Swept {
+    pub(crate) queued: usize,
+    pub(crate) replayed: usize,
+    /// With `--sync-after-restart`: the workloads a rule selected for a listed resource that
+    /// needed no write, which Stakater's handling of its first list counts as
+    /// `strategy_not_updated` (docs/compatibility.md §11).
+    pub(crate) not_updated: u64,
+}
+
+/// One sweep of the long-running workloads.
 pub(crate) fn sweep(
     index: &Index,
     scope: &ScopeFilter,
@@ -143,9 +155,10 @@ pub(crate) fn sweep(
     seen_as_standby: Vec<(ResourceView, ResourceEventKind)>,
     queue: &dyn WorkQueue,
     now: Instant,
-) -> (usize, usize) {
+) -> Swept {
     let decide = &config.decide;
     let mut queued = 0usize;
+    let mut not_updated = 0u64;
     for (workload, change) in index.catch_up(decide) {
         if workload.kind.is_long_running() && scope.contains(&workload.namespace) {
             queue.enqueue(workload, Work::Reload(vec![change]), now);
@@ -170,21 +183,27 @@ pub(crate) fn sweep(
             }
         }
     }
-    // The marker comparison keeps this idempotent.
+    // The marker comparison keeps this idempotent. SecretProviderClassPodStatus creations are
+    // never changes (as for Stakater).
     if config.listed_as_created {
-        for resource in index.resources().filter(|r| !r.ignored && scope.contains(&r.key.namespace)) {
+        let listed = index.resources().filter(|r| {
+            !r.ignored && r.key.kind != ResourceKind::SecretProviderClass && scope.contains(&r.key.namespace)
+        });
+        for resource in listed {
+            not_updated += index.selected_but_unused(resource, decide) as u64;
             for (workload, plan) in index.plan_changes(resource, ResourceEventKind::Created, decide) {
                 match plan {
                     Ok(change) if workload.kind.is_long_running() => {
                         queue.enqueue(workload, Work::Reload(vec![change]), now);
                         queued += 1;
                     }
+                    Err(reason) if SkipReason::Decision(reason).stakater().is_some() => not_updated += 1,
                     _ => {}
                 }
             }
         }
     }
-    (queued, replayed)
+    Swept { queued, replayed, not_updated }
 }
 
 /// Whether a change seen as a standby may be replayed to `workload`: only where its record would

@@ -91,6 +91,8 @@ pub(crate) struct ReconcileConfig {
     pub(crate) keys: AnnotationKeys,
     pub(crate) reload_on_create: bool,
     pub(crate) reload_on_delete: bool,
+    /// `--sync-after-restart`: only for how the first list is counted (the sweep acts on it).
+    pub(crate) sync_after_restart: bool,
 }
 
 impl ReconcileConfig {
@@ -100,6 +102,7 @@ impl ReconcileConfig {
             keys: options.keys.clone(),
             reload_on_create: options.reload_on_create,
             reload_on_delete: options.reload_on_delete,
+            sync_after_restart: options.sync_after_restart,
         }
     }
 }
@@ -150,7 +153,7 @@ impl Reconciler {
         };
         let Some(event) = event else {
             let result = match (phase, &change) {
-                (Phase::InitialList, _) => ProcessResult::InitialList,
+                (Phase::InitialList, _) => self.listed_result(&view.key),
                 (_, ResourceChange::Created) => ProcessResult::ReloadOnCreateDisabled,
                 _ if !self.scope.contains(&view.key.namespace) => ProcessResult::NamespaceOutOfScope,
                 _ => ProcessResult::NoContentChange,
@@ -315,7 +318,7 @@ impl Reconciler {
         }
         if view.ignored {
             self.metrics.skipped(SkipReason::Decision(DecideSkip::ResourceIgnored));
-            self.record_scan(&view.key.namespace, &[]);
+            self.record_scan(view, &[]);
             self.metrics.event_processed(
                 event_type,
                 resource_type,
@@ -326,7 +329,7 @@ impl Reconciler {
         }
         self.standby.record_unless_leading(&self.leader, view, event);
         let plans = self.index.read().expect("index lock").plan_changes(view, event, &self.config.decide);
-        self.record_scan(&view.key.namespace, &plans);
+        self.record_scan(view, &plans);
         let mut matched = 0u64;
         for (workload, plan) in &plans {
             match plan {
@@ -342,15 +345,38 @@ impl Reconciler {
         self.metrics.event_processed(event_type, resource_type, result, received.elapsed());
     }
 
+    /// How Stakater's controller takes a resource of its first list (SecretProviderClassPodStatus
+    /// creations it never takes): only with `--reload-on-create`, and then as a create only with
+    /// `--sync-after-restart` and in scope; otherwise its namespace/initialised check drops it.
+    fn listed_result(&self, resource: &ResourceKey) -> ProcessResult {
+        if !self.config.reload_on_create || resource.kind == ResourceKind::SecretProviderClass {
+            ProcessResult::InitialList
+        } else if !self.scope.contains(&resource.namespace) {
+            ProcessResult::NamespaceOutOfScope
+        } else if !self.config.sync_after_restart {
+            ProcessResult::ListedBeforeSync
+        } else {
+            ProcessResult::ListedAsCreated
+        }
+    }
+
     /// `reloader_workloads_{scanned,matched}_total`: Stakater lists every workload of each kind
-    /// in the changed resource's namespace (scanned) and counts those it writes (matched).
-    fn record_scan(&self, namespace: &str, plans: &[(WorkloadKey, Result<MarkerChange, DecideSkip>)]) {
+    /// in the changed resource's namespace (scanned) and counts those it writes (matched); it
+    /// also runs its strategy on the workloads an auto or search rule selects without using the
+    /// resource, which no plan of ours covers (`strategy_not_updated`).
+    fn record_scan(
+        &self,
+        resource: &ResourceView,
+        plans: &[(WorkloadKey, Result<MarkerChange, DecideSkip>)],
+    ) {
         let mut counts: BTreeMap<WorkloadKind, (u64, u64)> = BTreeMap::new();
         let index = self.index.read().expect("index lock");
-        for workload in index.workloads().filter(|w| *w.key.namespace == *namespace) {
+        for workload in index.workloads().filter(|w| w.key.namespace == resource.key.namespace) {
             counts.entry(workload.key.kind).or_default().0 += 1;
         }
+        let unused = index.selected_but_unused(resource, &self.config.decide);
         drop(index);
+        self.metrics.strategy_not_updated(unused as u64);
         for (workload, _) in plans.iter().filter(|(_, plan)| plan.is_ok()) {
             counts.entry(workload.kind).or_default().1 += 1;
         }

@@ -168,6 +168,7 @@ fn stage(setup: &Setup, workloads: &[WorkloadView], resources: &[ResourceView]) 
             keys: AnnotationKeys::default(),
             reload_on_create: setup.reload_on_create,
             reload_on_delete: setup.reload_on_delete,
+            sync_after_restart: false,
         },
         index: Arc::new(RwLock::new(index)),
         scope,
@@ -455,8 +456,8 @@ fn sweep_with(
         listed_as_created,
     };
     let index = stage.reconciler.index.read().unwrap();
-    let counts = sweep(&index, &stage.reconciler.scope, &config, seen, stage.queue.as_ref(), Instant::now());
-    (stage.queue.names(), counts)
+    let swept = sweep(&index, &stage.reconciler.scope, &config, seen, stage.queue.as_ref(), Instant::now());
+    (stage.queue.names(), (swept.queued, swept.replayed))
 }
 
 #[test]

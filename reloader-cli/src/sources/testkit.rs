@@ -48,6 +48,7 @@ pub(super) fn reconciler(
             keys: AnnotationKeys::default(),
             reload_on_create,
             reload_on_delete,
+            sync_after_restart: false,
         },
         index,
         scope: ScopeFilter::new(&NamespaceScope::All { ignore: vec![], selector: None }),

@@ -488,3 +488,32 @@ fn plan_changes_leave_out_workloads_created_after_the_change() {
         "a change without a version leaves nobody out"
     );
 }
+
+/// Stakater runs its strategy on every workload a rule selects, used or not; those that do not
+/// use the resource are counted here (no candidates, so `plan_changes` never sees them).
+#[test]
+fn selected_but_unused() {
+    let workloads = [
+        deployment("auto-own").annotate(AUTO, "true").uses_cm("app", "own", EnvFrom),
+        deployment("typed-auto-own").annotate(CM_AUTO, "true").uses_cm("app", "own", EnvFrom),
+        deployment("auto-user").annotate(AUTO, "true").uses_cm("app", "shared", EnvFrom),
+        deployment("search-own").annotate(SEARCH, "true").uses_cm("app", "own", EnvFrom),
+        deployment("auto-off").annotate(AUTO, "false").uses_cm("app", "own", EnvFrom),
+        deployment("plain").uses_cm("app", "own", EnvFrom),
+        deployment("elsewhere").in_namespace("other").annotate(AUTO, "true"),
+    ];
+    let index = index_of(&workloads);
+    let opts = DecideOptions::default();
+    let all = DecideOptions { auto_reload_all: true, ..DecideOptions::default() };
+    let cases: [(&str, ResourceView, &DecideOptions, usize); 6] = [
+        ("auto and typed auto not using it; the user is a candidate", cm("shared"), &opts, 2),
+        ("search counts when the resource is matched", cm("shared").matched(), &opts, 3),
+        ("an ignored resource selects nobody", cm("shared").ignored(), &opts, 0),
+        ("typed auto is per kind: the ConfigMap one does not select a Secret", secret("shared"), &opts, 2),
+        ("--auto-reload-all selects the unannotated (and unmatched search) too", cm("shared"), &all, 4),
+        ("another namespace", cm("shared").in_namespace("third"), &opts, 0),
+    ];
+    for (name, resource, opts, want) in cases {
+        assert_eq!(index.selected_but_unused(&resource, opts), want, "{name}");
+    }
+}

@@ -376,6 +376,16 @@ impl Metrics {
         }
     }
 
+    /// Workloads a rule selected but that needed no write and never reached a decision of ours
+    /// (`Index::selected_but_unused`, or a sync-after-restart sweep): Stakater's
+    /// `strategy_not_updated`.
+    pub(crate) fn strategy_not_updated(&self, count: u64) {
+        if count > 0 {
+            let labels = ReasonLabels { reason: StakaterSkip::StrategyNotUpdated.as_label() };
+            self.skipped.get_or_create(&labels).inc_by(count);
+        }
+    }
+
     fn stakater_skipped(&self, reason: StakaterSkip) {
         self.skipped.get_or_create(&ReasonLabels { reason: reason.as_label() }).inc();
     }

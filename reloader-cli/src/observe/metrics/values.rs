@@ -35,13 +35,17 @@ impl SkipReason {
 }
 
 impl SkipReason {
-    /// What Stakater counts in `reloader_skipped_total` for the same workload: its reload
-    /// strategy found nothing to change (`strategy_not_updated`: the marker is already there, or
-    /// no container can carry it). Other decisions are not counted by Stakater.
+    /// What Stakater counts in `reloader_skipped_total` for the same workload: a rule selected
+    /// the resource but its reload strategy found nothing to change (`strategy_not_updated`: the
+    /// marker is already there, no container can carry it, or an auto/search rule on a workload
+    /// that does not use the resource). Other decisions are not counted by Stakater.
     pub(crate) fn stakater(self) -> Option<StakaterSkip> {
         match self {
             SkipReason::Decision(
-                DecideSkip::AlreadyCurrent | DecideSkip::NoContainers | DecideSkip::NoTemplate,
+                DecideSkip::AlreadyCurrent
+                | DecideSkip::NoContainers
+                | DecideSkip::NoTemplate
+                | DecideSkip::NotReferenced,
             ) => Some(StakaterSkip::StrategyNotUpdated),
             SkipReason::Decision(_)
             | SkipReason::NotLeader
@@ -106,6 +110,12 @@ pub(crate) enum ProcessResult {
     NoContentChange,
     /// Listed at start-up: the state of the world, not a change.
     InitialList,
+    /// Listed at start-up with `--reload-on-create` but without `--sync-after-restart`: Stakater
+    /// drops it at its "controllers initialised" check, counted as `ignored_or_not_selected`.
+    ListedBeforeSync,
+    /// Listed at start-up with `--reload-on-create --sync-after-restart`: Stakater handles it as
+    /// a create (our catch-up sweep does the same once every watch has listed).
+    ListedAsCreated,
     ReloadOnCreateDisabled,
     ReloadOnDeleteDisabled,
     NamespaceOutOfScope,
@@ -122,6 +132,8 @@ impl ProcessResult {
             ProcessResult::NoMatch => "no_match",
             ProcessResult::NoContentChange => "no_content_change",
             ProcessResult::InitialList => "initial_list",
+            ProcessResult::ListedBeforeSync => "listed_before_sync",
+            ProcessResult::ListedAsCreated => "listed_as_created",
             ProcessResult::ReloadOnCreateDisabled => "reload_on_create_disabled",
             ProcessResult::ReloadOnDeleteDisabled => "reload_on_delete_disabled",
             ProcessResult::NamespaceOutOfScope => "namespace_out_of_scope",
@@ -137,14 +149,17 @@ impl ProcessResult {
             ProcessResult::Queued
             | ProcessResult::NoMatch
             | ProcessResult::Ignored
-            | ProcessResult::Webhook => {
+            | ProcessResult::Webhook
+            | ProcessResult::ListedAsCreated => {
                 StakaterHandling::Handled { result: ReconcileResult::Success, skip: None }
             }
             ProcessResult::NoContentChange => StakaterHandling::Handled {
                 result: ReconcileResult::Skipped,
                 skip: Some(StakaterSkip::NoDataChange),
             },
-            ProcessResult::NamespaceOutOfScope => StakaterHandling::Filtered,
+            ProcessResult::NamespaceOutOfScope | ProcessResult::ListedBeforeSync => {
+                StakaterHandling::Filtered
+            }
             ProcessResult::InitialList
             | ProcessResult::ReloadOnCreateDisabled
             | ProcessResult::ReloadOnDeleteDisabled => StakaterHandling::NotQueued,
