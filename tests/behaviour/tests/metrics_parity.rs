@@ -150,6 +150,14 @@ async fn stakater_series_process_and_rest_client_after_a_reload() {
         .create(client, ns.name())
         .await
         .unwrap();
+    // Auto, but its pod spec uses another ConfigMap: Stakater runs its strategy on it for every
+    // change in the namespace and counts `strategy_not_updated`.
+    WorkloadSpec::new(Kind::Deployment, "bystander")
+        .metadata_annotation(ANNOTATION_AUTO, "true")
+        .env_from_configmap("bystander-config")
+        .create(client, ns.name())
+        .await
+        .unwrap();
 
     // No host: one dual-stack socket, as Go's `:9090`.
     let port = free_port();
@@ -199,10 +207,11 @@ async fn stakater_series_process_and_rest_client_after_a_reload() {
     assert_eq!(scrape.sum("reloader_reconcile_total", &[("result", "skipped")]), 1.0);
     assert_eq!(scrape.sum("reloader_reconcile_duration_seconds_count", &[]), 4.0);
     assert_eq!(scrape.sum("reloader_skipped_total", &[("reason", "no_data_change")]), 1.0);
+    assert_eq!(scrape.sum("reloader_skipped_total", &[("reason", "strategy_not_updated")]), 1.0);
     assert_eq!(scrape.sum("reloader_reload_executed_total", &[("success", "true")]), 1.0);
     assert_eq!(scrape.sum("reloader_reload_executed_total", &[("success", "false")]), 0.0);
     assert_eq!(scrape.sum("reloader_action_latency_seconds_count", &[("workload_kind", "Deployment")]), 1.0);
-    assert_eq!(scrape.sum("reloader_workloads_scanned_total", &[("kind", "Deployment")]), 1.0);
+    assert_eq!(scrape.sum("reloader_workloads_scanned_total", &[("kind", "Deployment")]), 2.0);
     assert_eq!(scrape.sum("reloader_workloads_matched_total", &[("kind", "Deployment")]), 1.0);
     assert!(scrape.sum("reloader_workqueue_adds_total", &[]) >= 1.0);
     assert!(scrape.has("reloader_workqueue_depth"));
