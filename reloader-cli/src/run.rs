@@ -102,7 +102,11 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         .await
         .context("discovering workload kinds")?;
     info!(kinds = %kinds, strategy = options.strategy.as_str(), "starting controller");
-    metrics.workload_kinds(kinds.iter());
+    // Stakater's handler lists (and so counts) workload kinds only when it reloads, never in
+    // webhook mode.
+    if options.webhook_url.is_none() {
+        metrics.workload_kinds(kinds.iter());
+    }
     let mut sources_config = SourcesConfig::new(&options);
     let csi = options.enable_csi_integration
         && crate::kinds::csi_served(&client).await.context("discovering the CSI driver's API")?;
