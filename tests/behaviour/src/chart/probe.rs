@@ -8,10 +8,12 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::core::ApiResource;
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
 
+use reloader_cli::kinds::{self, Availability};
+use reloader_core::model::WorkloadKind;
 use reloader_harness::PlaneError;
 
 pub const AUTO_ANNOTATION: &str = "reloader.stakater.com/auto";
@@ -20,100 +22,75 @@ pub const SECRET: &str = "probe-secret";
 /// The pod-template annotation the `annotations` strategy writes.
 pub const LAST_RELOADED_FROM: &str = "reloader.stakater.com/last-reloaded-from";
 
-/// A workload kind the probe can create.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ProbeKind {
-    Deployment,
-    DaemonSet,
-    StatefulSet,
-    CronJob,
-    Job,
-    Rollout,
-    DeploymentConfig,
+/// The kinds every install watches (the registry's built-in kinds).
+pub fn built_in_kinds() -> Vec<WorkloadKind> {
+    kinds::all()
+        .iter()
+        .filter(|info| info.availability == Availability::BuiltIn)
+        .map(|info| info.kind)
+        .collect()
 }
 
-impl ProbeKind {
-    /// The kinds every install watches.
-    pub const BUILT_IN: [ProbeKind; 5] = [
-        ProbeKind::Deployment,
-        ProbeKind::DaemonSet,
-        ProbeKind::StatefulSet,
-        ProbeKind::CronJob,
-        ProbeKind::Job,
-    ];
+/// The name of the probe workload of `kind`.
+pub fn probe_name(kind: WorkloadKind) -> String {
+    format!("probe-{}", kind.as_str().to_lowercase())
+}
 
-    pub fn name(self) -> String {
-        format!("probe-{}", format!("{self:?}").to_lowercase())
-    }
+fn resource(kind: WorkloadKind) -> ApiResource {
+    kinds::info(kind).api_resource()
+}
 
-    pub fn resource(self) -> ApiResource {
-        let (group, version, plural) = match self {
-            ProbeKind::Deployment => ("apps", "v1", "deployments"),
-            ProbeKind::DaemonSet => ("apps", "v1", "daemonsets"),
-            ProbeKind::StatefulSet => ("apps", "v1", "statefulsets"),
-            ProbeKind::CronJob => ("batch", "v1", "cronjobs"),
-            ProbeKind::Job => ("batch", "v1", "jobs"),
-            ProbeKind::Rollout => ("argoproj.io", "v1alpha1", "rollouts"),
-            ProbeKind::DeploymentConfig => ("apps.openshift.io", "v1", "deploymentconfigs"),
-        };
-        ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk(group, version, &format!("{self:?}")),
-            plural,
-        )
-    }
-
-    fn object(self) -> Value {
-        let name = self.name();
-        let labels = json!({ "app": name });
-        let template = |restart: &str, node_selector: Option<Value>| {
-            let mut spec = json!({
-                "restartPolicy": restart,
-                "containers": [{
-                    "name": "app",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "envFrom": [{ "configMapRef": { "name": CONFIG_MAP } }, { "secretRef": { "name": SECRET } }],
-                }],
-            });
-            if let Some(selector) = node_selector {
-                spec["nodeSelector"] = selector;
-            }
-            json!({ "metadata": { "labels": labels }, "spec": spec })
-        };
-        let selector = json!({ "matchLabels": labels });
-        let spec = match self {
-            ProbeKind::Deployment | ProbeKind::StatefulSet | ProbeKind::Rollout => {
-                json!({ "replicas": 0, "selector": selector, "template": template("Always", None) })
-            }
-            // No node carries this label: the DaemonSet exists, its pods do not.
-            ProbeKind::DaemonSet => json!({
-                "selector": selector,
-                "template": template("Always", Some(json!({ "reloader-tests/no-node": "true" }))),
-            }),
-            ProbeKind::CronJob => json!({
-                "schedule": "0 0 1 1 *",
-                "jobTemplate": { "spec": { "template": template("Never", None) } },
-            }),
-            ProbeKind::Job => json!({ "suspend": true, "template": template("Never", None) }),
-            // OpenShift's selector is a plain label map.
-            ProbeKind::DeploymentConfig => {
-                json!({ "replicas": 0, "selector": labels, "template": template("Always", None) })
-            }
-        };
-        let resource = self.resource();
-        json!({
-            "apiVersion": resource.api_version,
-            "kind": resource.kind,
-            "metadata": { "name": name, "annotations": { AUTO_ANNOTATION: "true" } },
-            "spec": spec,
-        })
-    }
+/// A workload of `kind` that runs no pods and reloads on any change of the probe's data.
+fn probe_object(kind: WorkloadKind) -> Value {
+    let name = probe_name(kind);
+    let labels = json!({ "app": name });
+    let template = |restart: &str, node_selector: Option<Value>| {
+        let mut spec = json!({
+            "restartPolicy": restart,
+            "containers": [{
+                "name": "app",
+                "image": "registry.k8s.io/pause:3.10",
+                "envFrom": [{ "configMapRef": { "name": CONFIG_MAP } }, { "secretRef": { "name": SECRET } }],
+            }],
+        });
+        if let Some(selector) = node_selector {
+            spec["nodeSelector"] = selector;
+        }
+        json!({ "metadata": { "labels": labels }, "spec": spec })
+    };
+    let selector = json!({ "matchLabels": labels });
+    let spec = match kind {
+        WorkloadKind::Deployment | WorkloadKind::StatefulSet | WorkloadKind::Rollout => {
+            json!({ "replicas": 0, "selector": selector, "template": template("Always", None) })
+        }
+        // No node carries this label: the DaemonSet exists, its pods do not.
+        WorkloadKind::DaemonSet => json!({
+            "selector": selector,
+            "template": template("Always", Some(json!({ "reloader-tests/no-node": "true" }))),
+        }),
+        WorkloadKind::CronJob => json!({
+            "schedule": "0 0 1 1 *",
+            "jobTemplate": { "spec": { "template": template("Never", None) } },
+        }),
+        WorkloadKind::Job => json!({ "suspend": true, "template": template("Never", None) }),
+        // OpenShift's selector is a plain label map.
+        WorkloadKind::DeploymentConfig => {
+            json!({ "replicas": 0, "selector": labels, "template": template("Always", None) })
+        }
+    };
+    json!({
+        "apiVersion": kinds::info(kind).api_version(),
+        "kind": kind.as_str(),
+        "metadata": { "name": name, "annotations": { AUTO_ANNOTATION: "true" } },
+        "spec": spec,
+    })
 }
 
 /// The probe workloads of one namespace, with the state each had when last marked.
 pub struct Probe {
     client: Client,
     namespace: String,
-    marked: BTreeMap<ProbeKind, Value>,
+    marked: BTreeMap<WorkloadKind, Value>,
 }
 
 impl std::fmt::Debug for Probe {
@@ -124,7 +101,11 @@ impl std::fmt::Debug for Probe {
 
 impl Probe {
     /// Creates the ConfigMap, the Secret and one workload of each of `kinds` in `namespace`.
-    pub async fn create(client: &Client, namespace: &str, kinds: &[ProbeKind]) -> Result<Self, PlaneError> {
+    pub async fn create(
+        client: &Client,
+        namespace: &str,
+        kinds: &[WorkloadKind],
+    ) -> Result<Self, PlaneError> {
         let mut probe =
             Self { client: client.clone(), namespace: namespace.to_owned(), marked: BTreeMap::new() };
         let params = PostParams::default();
@@ -147,8 +128,8 @@ impl Probe {
             .create(&params, &secret)
             .await?;
         for &kind in kinds {
-            let object: DynamicObject = serde_json::from_value(kind.object()).expect("a valid workload");
-            probe.api(&kind.resource()).create(&params, &object).await?;
+            let object: DynamicObject = serde_json::from_value(probe_object(kind)).expect("a valid workload");
+            probe.api(&resource(kind)).create(&params, &object).await?;
             probe.marked.insert(kind, Value::Null);
         }
         probe.mark().await?;
@@ -159,7 +140,7 @@ impl Probe {
         &self.namespace
     }
 
-    pub fn kinds(&self) -> Vec<ProbeKind> {
+    pub fn kinds(&self) -> Vec<WorkloadKind> {
         self.marked.keys().copied().collect()
     }
 
@@ -173,7 +154,7 @@ impl Probe {
     }
 
     /// The kinds whose workload was reloaded since the last [`Self::mark`].
-    pub async fn changed(&self) -> Result<Vec<ProbeKind>, PlaneError> {
+    pub async fn changed(&self) -> Result<Vec<WorkloadKind>, PlaneError> {
         let mut changed = Vec::new();
         for (&kind, marked) in &self.marked {
             if self.state(kind).await? != *marked {
@@ -200,18 +181,18 @@ impl Probe {
     }
 
     /// The pod template of a workload now (`None` when it is gone).
-    pub async fn template(&self, kind: ProbeKind) -> Result<Option<Value>, PlaneError> {
-        let object = self.api(&kind.resource()).get_opt(&kind.name()).await?;
+    pub async fn template(&self, kind: WorkloadKind) -> Result<Option<Value>, PlaneError> {
+        let object = self.api(&resource(kind)).get_opt(&probe_name(kind)).await?;
         Ok(object.map(|object| match kind {
-            ProbeKind::CronJob => object.data["spec"]["jobTemplate"]["spec"]["template"].clone(),
+            WorkloadKind::CronJob => object.data["spec"]["jobTemplate"]["spec"]["template"].clone(),
             _ => object.data["spec"]["template"].clone(),
         }))
     }
 
     /// The Events of this namespace about `kind`'s workload with `reason`.
-    pub async fn events(&self, kind: ProbeKind, reason: &str) -> Result<Vec<Event>, PlaneError> {
+    pub async fn events(&self, kind: WorkloadKind, reason: &str) -> Result<Vec<Event>, PlaneError> {
         let events: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
-        let name = kind.name();
+        let name = probe_name(kind);
         Ok(events
             .list(&ListParams::default())
             .await?
@@ -243,13 +224,13 @@ impl Probe {
     pub async fn delete_workloads(&self) -> Result<(), PlaneError> {
         let params = DeleteParams::background();
         for kind in self.kinds() {
-            match self.api(&kind.resource()).delete(&kind.name(), &params).await {
+            match self.api(&resource(kind)).delete(&probe_name(kind), &params).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(status)) if status.code == 404 => {}
                 Err(error) => return Err(error.into()),
             }
         }
-        let jobs = self.api(&ProbeKind::Job.resource());
+        let jobs = self.api(&resource(WorkloadKind::Job));
         jobs.delete_collection(&params, &ListParams::default()).await?;
         reloader_harness::wait_until(
             "the probe workloads to be deleted",
@@ -257,7 +238,7 @@ impl Probe {
             || async {
                 let mut left = Vec::new();
                 for kind in self.kinds() {
-                    if self.api(&kind.resource()).get_opt(&kind.name()).await?.is_some() {
+                    if self.api(&resource(kind)).get_opt(&probe_name(kind)).await?.is_some() {
                         left.push(kind);
                     }
                 }
@@ -274,19 +255,19 @@ impl Probe {
 
     /// What changes when `kind` is reloaded: the pod template; for a Job also its uid (it is
     /// recreated); for a CronJob the Jobs it owns.
-    async fn state(&self, kind: ProbeKind) -> Result<Value, PlaneError> {
-        if kind == ProbeKind::CronJob {
-            let jobs = self.api(&ProbeKind::Job.resource()).list(&ListParams::default()).await?;
+    async fn state(&self, kind: WorkloadKind) -> Result<Value, PlaneError> {
+        if kind == WorkloadKind::CronJob {
+            let jobs = self.api(&resource(WorkloadKind::Job)).list(&ListParams::default()).await?;
             let mut owned: Vec<String> = jobs
                 .items
                 .iter()
-                .filter(|job| job.owner_references().iter().any(|owner| owner.name == kind.name()))
+                .filter(|job| job.owner_references().iter().any(|owner| owner.name == probe_name(kind)))
                 .map(|job| job.name_any())
                 .collect();
             owned.sort();
             return Ok(json!(owned));
         }
-        let object = self.api(&kind.resource()).get_opt(&kind.name()).await?;
+        let object = self.api(&resource(kind)).get_opt(&probe_name(kind)).await?;
         Ok(object.map_or(
             Value::Null,
             |object| json!({ "uid": object.metadata.uid, "template": object.data["spec"]["template"] }),

@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
+use reloader_core::model::WorkloadKind;
 use reloader_harness::{NotYet, wait_until};
 use reloader_tests::chart::exercise::forbidden_line;
-use reloader_tests::chart::probe::{Probe, ProbeKind};
+use reloader_tests::chart::probe::{Probe, built_in_kinds};
 use reloader_tests::chart::{ApplyMode, Cut, Helm, Installation, apply, release_name};
 use reloader_tests::fixtures::TestEnv;
 use serde_json::json;
@@ -26,7 +27,7 @@ async fn a_denied_write_is_reported_and_does_not_crash_loop() {
         .into_iter()
         .find(|r| r.summary.contains("deployments") && r.cut == Cut::Verb("patch".into()))
         .expect("the apps rule grants patch");
-    let mut probe = Probe::create(client, namespace.name(), &ProbeKind::BUILT_IN).await.unwrap();
+    let mut probe = Probe::create(client, namespace.name(), &built_in_kinds()).await.unwrap();
 
     let _isolation = isolate(Scope::ReleaseNamespace).await;
     let installation = Installation::install(plane, &manifest, Some(&removal)).await.unwrap();
@@ -34,7 +35,7 @@ async fn a_denied_write_is_reported_and_does_not_crash_loop() {
     let pod = &mut pods[0];
     pod.wait_ready(WAIT).await.expect("ready: reading is allowed");
 
-    let allowed = [ProbeKind::CronJob, ProbeKind::Job];
+    let allowed = [WorkloadKind::CronJob, WorkloadKind::Job];
     for round in 1..=2 {
         probe.mark().await.unwrap();
         probe.change_config_map(&round.to_string()).await.unwrap();
@@ -68,12 +69,12 @@ async fn a_denied_write_is_reported_and_does_not_crash_loop() {
         .find(|line| line.contains("reload failed") && line.contains("probe-deployment"))
         .unwrap_or_else(|| panic!("no reload failure logged for the Deployment:\n{log}"));
     assert!(line.contains(" is forbidden") && line.contains("cannot patch resource"), "{line}");
-    let events = probe.events(ProbeKind::Deployment, "ReloadFail").await.unwrap();
+    let events = probe.events(WorkloadKind::Deployment, "ReloadFail").await.unwrap();
     let note =
         events.first().and_then(|event| event.note.clone()).expect("a ReloadFail Event on the Deployment");
     assert!(note.contains(" is forbidden"), "the Event says why: {note}");
     assert_eq!(events[0].type_.as_deref(), Some("Warning"));
-    assert!(probe.template(ProbeKind::Deployment).await.unwrap().is_some());
+    assert!(probe.template(WorkloadKind::Deployment).await.unwrap().is_some());
     // It would be restarted by the kubelet if it had exited: no restarts means the same process.
     assert_eq!(pod.exit_status(), None);
 
@@ -96,7 +97,7 @@ async fn a_denied_watch_is_reported_retried_and_recovers() {
         .into_iter()
         .find(|r| r.summary.contains("configmaps,secrets") && r.cut == Cut::Verb("watch".into()))
         .expect("the ConfigMap/Secret rule grants watch");
-    let mut probe = Probe::create(client, namespace.name(), &[ProbeKind::Deployment]).await.unwrap();
+    let mut probe = Probe::create(client, namespace.name(), &[WorkloadKind::Deployment]).await.unwrap();
 
     let _isolation = isolate(Scope::ReleaseNamespace).await;
     let installation = Installation::install(plane, &manifest, Some(&removal)).await.unwrap();

@@ -1,10 +1,11 @@
 //! Least privilege: every rule of the rendered roles, one verb or one resource at a time.
 
 use futures::StreamExt as _;
+use reloader_core::model::WorkloadKind;
 use reloader_harness::ControlPlane;
 use reloader_harness::Crd;
 use reloader_tests::chart::exercise::{Completed, Limits, Shortfall, exercise};
-use reloader_tests::chart::probe::{Probe, ProbeKind};
+use reloader_tests::chart::probe::Probe;
 use reloader_tests::chart::{Helm, Installation, RuleRemoval, release_name};
 use serde_json::{Value, json};
 
@@ -33,7 +34,7 @@ async fn least_privilege_leader_election() {
         Scope::Global,
         |_| json!({ "reloader": { "enableHA": true, "deployment": { "replicas": 2 } } }),
     );
-    set.kinds = vec![ProbeKind::Deployment];
+    set.kinds = vec![WorkloadKind::Deployment];
     least_privilege(set, |removal| removal.in_role_named("leader-election")).await;
 }
 
@@ -45,7 +46,7 @@ async fn least_privilege_argo_rollouts_and_openshift() {
         Scope::Global,
         |_| json!({ "reloader": { "isArgoRollouts": true, "isOpenshift": true } }),
     );
-    set.kinds = vec![ProbeKind::Rollout, ProbeKind::DeploymentConfig];
+    set.kinds = vec![WorkloadKind::Rollout, WorkloadKind::DeploymentConfig];
     set.crds = &[Crd::ArgoRollouts, Crd::DeploymentConfig];
     least_privilege(set, |removal| {
         removal.summary.contains("rollouts") || removal.summary.contains("deploymentconfigs")

@@ -18,9 +18,10 @@
 
 use std::time::Duration;
 
+use reloader_core::model::WorkloadKind;
 use reloader_harness::{ControlPlane, Crd, Reloader, TestNamespace};
 use reloader_tests::chart::exercise::{Limits, Secrets, Shortfall, exercise, forbidden_line};
-use reloader_tests::chart::probe::{LAST_RELOADED_FROM, Probe, ProbeKind};
+use reloader_tests::chart::probe::{LAST_RELOADED_FROM, Probe, built_in_kinds};
 use reloader_tests::chart::{ApplyMode, Helm, Installation, Manifest, apply, release_name};
 use reloader_tests::fixtures::TestEnv;
 use serde_json::{Value, json};
@@ -109,7 +110,7 @@ async fn argo_rollouts() {
         Scope::Global,
         |_| json!({ "reloader": { "isArgoRollouts": true } }),
     );
-    set.kinds.push(ProbeKind::Rollout);
+    set.kinds.push(WorkloadKind::Rollout);
     set.crds = &[Crd::ArgoRollouts];
     verify(set).await;
 }
@@ -118,7 +119,7 @@ async fn argo_rollouts() {
 async fn openshift() {
     let mut set =
         ValuesSet::new("isOpenshift=true", Scope::Global, |_| json!({ "reloader": { "isOpenshift": true } }));
-    set.kinds.push(ProbeKind::DeploymentConfig);
+    set.kinds.push(WorkloadKind::DeploymentConfig);
     set.crds = &[Crd::DeploymentConfig];
     verify(set).await;
 }
@@ -157,21 +158,14 @@ struct ValuesSet {
     scope: Scope,
     /// The values, given the generated names of the listed namespaces (`Scope::Listed`).
     values: fn(&[&str]) -> Value,
-    kinds: Vec<ProbeKind>,
+    kinds: Vec<WorkloadKind>,
     crds: &'static [Crd],
     secrets: Secrets,
 }
 
 impl ValuesSet {
     fn new(name: &'static str, scope: Scope, values: fn(&[&str]) -> Value) -> Self {
-        Self {
-            name,
-            scope,
-            values,
-            kinds: ProbeKind::BUILT_IN.to_vec(),
-            crds: &[],
-            secrets: Secrets::Watched,
-        }
+        Self { name, scope, values, kinds: built_in_kinds(), crds: &[], secrets: Secrets::Watched }
     }
 }
 
@@ -217,7 +211,7 @@ async fn verify(set: ValuesSet) -> Verified {
     }
     let mut unwatched = Vec::new();
     for namespace in &unwatched_ns {
-        unwatched.push(Probe::create(client, namespace, &[ProbeKind::Deployment]).await.expect("probe"));
+        unwatched.push(Probe::create(client, namespace, &[WorkloadKind::Deployment]).await.expect("probe"));
     }
 
     let _isolation = isolate(set.scope).await;
@@ -238,7 +232,7 @@ async fn verify(set: ValuesSet) -> Verified {
         leaders += pod.metric("reloader_leader").await.ok().flatten().unwrap_or(0.0) as usize;
     }
     let deployment_template =
-        watched[0].template(ProbeKind::Deployment).await.expect("reading the Deployment");
+        watched[0].template(WorkloadKind::Deployment).await.expect("reading the Deployment");
     let forbidden: Vec<String> =
         pods.iter().filter_map(|pod| forbidden_line(&pod.log_text()).map(str::to_owned)).collect();
     stop(&mut pods, &watched, &unwatched, &installation, plane).await;
