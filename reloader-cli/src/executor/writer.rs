@@ -24,6 +24,8 @@ use crate::observe::metrics::{ActionResult, ErrorType, Metrics, SkipReason};
 /// Enough, with [`conflict_pause`], to outlast a writer updating the object in a tight loop.
 const MAX_CONFLICT_RETRIES: u32 = 20;
 const MAX_TRANSIENT_RETRIES: u32 = 5;
+/// A write attempt (read and write) taking longer than this is logged.
+const SLOW_ATTEMPT: Duration = Duration::from_secs(10);
 /// The pause after the first transient failure; each further one doubles, up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -179,7 +181,15 @@ impl Writer {
             if !*self.leader.borrow() {
                 return Ok(Outcome::NotLeader);
             }
-            match attempt().await {
+            let started = tokio::time::Instant::now();
+            let outcome = attempt().await;
+            let took = started.elapsed();
+            if took >= SLOW_ATTEMPT {
+                // An API server that hangs instead of failing (e.g. while etcd is down) shows
+                // nowhere else until the request times out.
+                warn!(workload = %key, took = ?took, "the API server was slow to answer a write");
+            }
+            match outcome {
                 Err(WriteFailure::Api(kube::Error::Api(e)))
                     if e.code == 409 && conflicts < MAX_CONFLICT_RETRIES =>
                 {
