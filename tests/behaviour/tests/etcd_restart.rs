@@ -1,47 +1,31 @@
 //! etcd killed (SIGKILL) and restarted under the plane (docs/behaviour.md F51): kube-apiserver
-//! keeps running but can neither read nor write, the controller's watches fail or stall; once
-//! etcd is back they resume, a later change reloads exactly once, and nothing reloads for the
-//! outage. Counted from the API server: each workload's generation and ReplicaSets.
+//! keeps running but can write nothing; it keeps the controller's watches open from its cache.
+//! A write due during the outage is held and lands once etcd is back; the watches deliver
+//! again, a later change reloads exactly once, and nothing reloads for the outage. Counted from
+//! the API server: each workload's generation and ReplicaSets.
 
 mod ha_support;
 
 use std::time::{Duration, Instant};
 
-use kube::Client;
-use reloader_harness::{ControlPlane, NotYet, PlaneOptions, Reloader, wait_until};
-use reloader_tests::fixtures::{
-    ANNOTATION_AUTO, Kind, ResourceRef, Resources, Strategy, TestEnv, WorkloadId, WorkloadSpec, negative_wait,
-};
+use reloader_harness::{NotYet, PlaneOptions, Reloader, wait_until};
+use reloader_tests::fixtures::{Resources, Strategy, TestEnv, negative_wait};
 
-use ha_support::{generation, reloads_executed, replica_sets_of, wait_for_replica_sets};
+use ha_support::{
+    WebAndIdle, generation, private_plane, reloads_executed, replica_sets_of, wait_for_replica_sets,
+};
 
 const REACTION: Duration = Duration::from_secs(90);
 /// Long enough for kube-apiserver to notice etcd is gone and for the controller's watches to
 /// be affected (its etcd client retries for several seconds before giving up a request).
 const OUTAGE: Duration = Duration::from_secs(20);
 
-async fn auto_deployment(client: &Client, namespace: &str, name: &str, configmap: &str) -> WorkloadId {
-    WorkloadSpec::new(Kind::Deployment, name)
-        .metadata_annotation(ANNOTATION_AUTO, "true")
-        .env_from_configmap(configmap)
-        .create(client, namespace)
-        .await
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_restart_watches_resume_later_changes_reload_and_nothing_reloads_spuriously() {
-    let plane = ControlPlane::start(PlaneOptions::default())
-        .await
-        .unwrap_or_else(|e| panic!("starting a private control plane: {e}"));
+    let plane = private_plane(PlaneOptions::default()).await;
     let env = TestEnv::on(&plane).await;
     let TestEnv { ns, client, resources, .. } = &env;
-    let settings = ResourceRef::configmap("settings");
-    let quiet = ResourceRef::configmap("quiet");
-    resources.create(&settings, &[("level", "1")]).await.unwrap();
-    resources.create(&quiet, &[("k", "v")]).await.unwrap();
-    let web = auto_deployment(client, ns.name(), "web", "settings").await;
-    let idle = auto_deployment(client, ns.name(), "idle", "quiet").await;
+    let WebAndIdle { settings, web, idle, .. } = WebAndIdle::create(&env).await;
     // The coalescing window holds a write for 3 s: long enough to kill etcd under it.
     let mut reloader = env.reloader_builder().arg("--coalesce-period=3s").start().await.unwrap();
 

@@ -16,13 +16,10 @@ use std::time::{Duration, Instant};
 
 use kube::Client;
 use reloader_harness::{NotYet, Reloader, wait_until};
-use reloader_tests::fixtures::{
-    ANNOTATION_AUTO, Kind, ResourceRef, Strategy, TestEnv, WorkloadId, WorkloadSpec, events_for,
-    negative_wait,
-};
+use reloader_tests::fixtures::{Kind, ResourceRef, Strategy, TestEnv, WorkloadId, events_for, negative_wait};
 
 use flaky_proxy::{Exchange, FlakyProxy, Outcome};
-use ha_support::{generation, reloads_executed};
+use ha_support::{auto_spec, generation, reloads_executed};
 
 const WORKLOADS: usize = 8;
 const FAILURE_RATE: f64 = 0.1;
@@ -39,13 +36,7 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 const RSS_GROWTH_LIMIT: u64 = 16 << 20;
 
 async fn auto_deployment(client: &Client, namespace: &str, name: &str, configmap: &str) -> WorkloadId {
-    WorkloadSpec::new(Kind::Deployment, name)
-        .metadata_annotation(ANNOTATION_AUTO, "true")
-        .env_from_configmap(configmap)
-        .without_pods()
-        .create(client, namespace)
-        .await
-        .unwrap()
+    auto_spec(name, configmap).without_pods().create(client, namespace).await.unwrap()
 }
 
 fn workload_path(workload: &WorkloadId) -> String {
