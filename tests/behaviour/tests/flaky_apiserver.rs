@@ -65,6 +65,20 @@ fn injected_with_next_visit<'a>(
         .collect()
 }
 
+/// Each retry came back no sooner than the server asked, or than the first backoff.
+fn assert_retries_waited(injected: &[(&Exchange, u16, Option<u64>, Option<Instant>)]) {
+    for (exchange, code, retry_after, next) in injected {
+        let next = next.unwrap_or_else(|| panic!("no retry after {exchange:?}"));
+        let waited = next.duration_since(exchange.answered);
+        let floor = retry_after.map_or(FIRST_BACKOFF, Duration::from_secs);
+        assert!(
+            waited >= floor,
+            "{code} with Retry-After {retry_after:?} on {}: retried after {waited:?}",
+            exchange.path
+        );
+    }
+}
+
 async fn metric(reloader: &Reloader, sample: &str) -> f64 {
     reloader.metric(sample).await.unwrap().unwrap_or(0.0)
 }
@@ -133,17 +147,7 @@ async fn slow_and_flaky_api_server_every_reload_lands_once_retries_honour_retry_
         .filter(|e| workloads.iter().any(|w| workload_path(w) == e.path))
         .count();
     assert_eq!(patches_landed, WORKLOADS * rounds, "workload PATCHes the API server accepted");
-    // Each retry came back no sooner than the server asked, or than the first backoff.
-    for (exchange, code, retry_after, next) in &injected {
-        let next = next.unwrap_or_else(|| panic!("no retry after {exchange:?}"));
-        let waited = next.duration_since(exchange.answered);
-        let floor = retry_after.map_or(FIRST_BACKOFF, Duration::from_secs);
-        assert!(
-            waited >= floor,
-            "{code} with Retry-After {retry_after:?} on {}: retried after {waited:?}",
-            exchange.path
-        );
-    }
+    assert_retries_waited(&injected);
     // The trace an operator follows: metrics and log lines, one per retry.
     let failures = injected.len() as f64;
     assert_eq!(reloads_executed(&reloader).await, (WORKLOADS * rounds) as f64);
@@ -233,9 +237,14 @@ async fn slow_and_flaky_api_server_every_reload_lands_once_retries_honour_retry_
         .filter(|e| workloads.iter().any(|w| workload_path(w) == e.path))
         .count();
     assert_eq!(landed_after - patches_landed, written as usize, "workload PATCHes the API server accepted");
+    let exchanges = proxy.exchanges();
+    let injected = injected_with_next_visit(&exchanges, &workloads);
+    assert_retries_waited(&injected);
+    assert_eq!(metric(&reloader, "reloader_retries_total").await, injected.len() as f64);
     eprintln!(
-        "burst of {BURST} changes: {written} writes, converged {converged:?} after the last change; queue depth \
+        "burst of {BURST} changes ({} failures injected into workload writes so far): {written} writes, converged {converged:?} after the last change; queue depth \
          at most {max_depth} ({samples} samples); RSS {} MiB before, peak +{} KiB",
+        injected.len(),
         rss_before >> 20,
         growth >> 10
     );
