@@ -1,12 +1,15 @@
 //! Every kube client `reloader run` uses is built here, so every API request it makes counts in
 //! `rest_client_requests_total` / `rest_client_request_duration_seconds` (observe::metrics).
 
+mod retry_after;
+
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use kube::client::ClientBuilder;
 
 use crate::observe::metrics::{Metrics, RestClientMetricsLayer};
+use retry_after::RetryAfterLayer;
 
 /// The configuration found once (KUBECONFIG or in-cluster), and the metrics the clients feed.
 pub(crate) struct Clients {
@@ -28,5 +31,16 @@ impl Clients {
         let builder =
             ClientBuilder::try_from(self.config.clone()).context("building the Kubernetes client")?;
         Ok(builder.with_layer(&self.layer).build())
+    }
+
+    /// A client for the executor's writes, with its own connection pool. kube's built-in retry of
+    /// 429/503/504 is off: the writer retries itself (docs/behaviour.md, F52), so each attempt is
+    /// counted, logged and checked against leadership, and never sooner than the server's
+    /// `Retry-After`, which [`RetryAfterLayer`] keeps in the error it reads.
+    pub(crate) fn writer_client(&self) -> anyhow::Result<kube::Client> {
+        let mut config = self.config.clone();
+        config.default_retry = false;
+        let builder = ClientBuilder::try_from(config).context("building the Kubernetes client for writes")?;
+        Ok(builder.with_layer(&self.layer).with_layer(&RetryAfterLayer).build())
     }
 }

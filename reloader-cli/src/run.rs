@@ -172,7 +172,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
                 keys: options.keys.clone(),
             },
             ExecutorIo {
-                api: Arc::new(KubeWorkloadApi::new(client.clone())),
+                api: Arc::new(KubeWorkloadApi::new(clients.writer_client()?)),
                 events: events.clone(),
                 alerts,
                 leader: leadership.subscribe(),

@@ -1,6 +1,7 @@
 //! Applies one workload's queued changes: read the object fresh, let its backend build the
 //! write (nothing if it already carries the markers), send it, and retry per workload —
-//! immediately after a re-read on 409, with backoff on transient errors. Reports every outcome.
+//! immediately after a re-read on 409, with backoff on transient errors (429, 5xx, no answer),
+//! never sooner than the API server's `Retry-After`. Reports every outcome.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -23,6 +24,13 @@ use crate::observe::metrics::{ActionResult, ErrorType, Metrics, SkipReason};
 /// Enough, with [`conflict_pause`], to outlast a writer updating the object in a tight loop.
 const MAX_CONFLICT_RETRIES: u32 = 20;
 const MAX_TRANSIENT_RETRIES: u32 = 5;
+/// A write attempt (read and write) taking longer than this is logged.
+const SLOW_ATTEMPT: Duration = Duration::from_secs(10);
+/// The pause after the first transient failure; each further one doubles, up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// The longest `Retry-After` obeyed: a write waiting holds one of the executor's workers.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 /// How long a Job to recreate may take to disappear after its deletion.
 const JOB_DELETION_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -168,13 +176,20 @@ impl Writer {
         Fut: std::future::Future<Output = Result<Outcome, WriteFailure>>,
     {
         let (mut conflicts, mut transient) = (0, 0);
-        let mut backoff = Duration::from_millis(200);
         loop {
             // Each attempt, not just the first: a replica demoted during retries must stop writing.
             if !*self.leader.borrow() {
                 return Ok(Outcome::NotLeader);
             }
-            match attempt().await {
+            let started = tokio::time::Instant::now();
+            let outcome = attempt().await;
+            let took = started.elapsed();
+            if took >= SLOW_ATTEMPT {
+                // An API server that hangs instead of failing (e.g. while etcd is down) shows
+                // nowhere else until the request times out.
+                warn!(workload = %key, took = ?took, "the API server was slow to answer a write");
+            }
+            match outcome {
                 Err(WriteFailure::Api(kube::Error::Api(e)))
                     if e.code == 409 && conflicts < MAX_CONFLICT_RETRIES =>
                 {
@@ -187,9 +202,14 @@ impl Writer {
                 Err(WriteFailure::Api(e)) if is_transient(&e) && transient < MAX_TRANSIENT_RETRIES => {
                     transient += 1;
                     self.metrics.retry();
-                    warn!(workload = %key, error = %e, retry_in = ?backoff, "transient error; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    let retry_after = retry_after(&e);
+                    let pause = transient_pause(transient, retry_after, jitter());
+                    if is_throttled(&e) {
+                        warn!(workload = %key, error = %e, attempt = transient, retry_after = ?retry_after, retry_in = ?pause, "throttled by the API server (429); retrying");
+                    } else {
+                        warn!(workload = %key, error = %e, attempt = transient, retry_after = ?retry_after, retry_in = ?pause, "transient error; retrying");
+                    }
+                    tokio::time::sleep(pause).await;
                 }
                 other => return other,
             }
@@ -275,9 +295,24 @@ fn conflict_pause(attempt: u32) -> Duration {
         return Duration::ZERO;
     }
     let ceiling = Duration::from_millis(10 << (attempt - 2).min(7)).min(Duration::from_secs(1));
+    ceiling / 2 + ceiling.mul_f64(jitter() / 2.0)
+}
+
+/// The pause before retry `attempt` (from 1) of a transient failure: exponential backoff from
+/// [`FIRST_BACKOFF`] to [`MAX_BACKOFF`], never shorter than the server's `Retry-After` (up to
+/// [`MAX_RETRY_AFTER`]), plus up to half the backoff again (`jitter` in [0, 1)) so that the
+/// workloads one throttled burst refused do not all come back at the same instant.
+fn transient_pause(attempt: u32, retry_after: Option<Duration>, jitter: f64) -> Duration {
+    let doublings = attempt.saturating_sub(1).min(16);
+    let backoff = FIRST_BACKOFF.saturating_mul(1 << doublings).min(MAX_BACKOFF);
+    let floor = retry_after.map_or(backoff, |server| backoff.max(server.min(MAX_RETRY_AFTER)));
+    floor + backoff.mul_f64(jitter.clamp(0.0, 1.0) / 2.0)
+}
+
+/// A number in [0, 1) that differs between calls; enough to spread retries apart.
+fn jitter() -> f64 {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    let jitter = u64::from(nanos.subsec_nanos()) % (ceiling.as_millis() as u64 / 2 + 1);
-    ceiling / 2 + Duration::from_millis(jitter)
+    f64::from(nanos.subsec_nanos() % 1_000_000) / 1_000_000.0
 }
 
 fn is_transient(e: &kube::Error) -> bool {
@@ -286,6 +321,18 @@ fn is_transient(e: &kube::Error) -> bool {
         kube::Error::HyperError(_) | kube::Error::Service(_) => true,
         _ => false,
     }
+}
+
+fn is_throttled(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 429)
+}
+
+/// The wait the API server asked for: `details.retryAfterSeconds` of its Status, where the
+/// client's Retry-After layer (crate::client) also puts the `Retry-After` header.
+fn retry_after(e: &kube::Error) -> Option<Duration> {
+    let kube::Error::Api(status) = e else { return None };
+    let seconds = status.details.as_ref()?.retry_after_seconds;
+    (seconds > 0).then(|| Duration::from_secs(u64::from(seconds)))
 }
 
 /// The resourceVersion a JSON patch's `test` operation requires, if it has one.
@@ -320,7 +367,7 @@ mod tests {
 
     use std::time::Duration;
 
-    use super::{conflict_pause, tested_version};
+    use super::{conflict_pause, retry_after, tested_version, transient_pause};
 
     #[test]
     fn conflict_pauses_start_at_zero_and_stay_within_a_second() {
@@ -332,6 +379,71 @@ mod tests {
                 "{attempt}: {pause:?}"
             );
         }
+    }
+
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+
+    #[test]
+    fn transient_pauses_double_honour_retry_after_and_stay_bounded() {
+        // (attempt, Retry-After, jitter, pause)
+        let cases: &[(u32, Option<u64>, f64, Duration)] = &[
+            (1, None, 0.0, MS(200)),
+            (2, None, 0.0, MS(400)),
+            (3, None, 0.0, MS(800)),
+            (5, None, 0.0, MS(3200)),
+            (6, None, 0.0, MS(5000)),
+            (40, None, 0.0, MS(5000)),
+            (1, None, 0.5, MS(250)),
+            (1, None, 0.999_999, MS(300) - Duration::from_nanos(100)),
+            (3, None, 1.0, MS(1200)),
+            // Retry-After sets the floor; the jitter is added on top.
+            (1, Some(1), 0.0, MS(1000)),
+            (1, Some(2), 0.5, MS(2050)),
+            (4, Some(1), 0.0, MS(1600)),
+            // An absurd Retry-After is capped.
+            (1, Some(3600), 0.0, MS(30_000)),
+            // Out-of-range jitter is clamped.
+            (1, None, -3.0, MS(200)),
+            (1, None, 7.0, MS(300)),
+        ];
+        for &(attempt, retry_after, jitter, expected) in cases {
+            let pause = transient_pause(attempt, retry_after.map(Duration::from_secs), jitter);
+            let off = pause.abs_diff(expected);
+            assert!(
+                off < Duration::from_micros(1),
+                "{attempt} {retry_after:?} {jitter}: {pause:?} != {expected:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn without_retry_after_each_pause_is_longer_than_the_last_whatever_the_jitter() {
+        for attempt in 1..5 {
+            let longest = transient_pause(attempt, None, 0.999_999);
+            let next_shortest = transient_pause(attempt + 1, None, 0.0);
+            assert!(next_shortest > longest, "{attempt}: {longest:?} then {next_shortest:?}");
+        }
+    }
+
+    #[test]
+    fn retry_after_is_read_from_the_status_details() {
+        let status = |details: Option<u32>| {
+            let mut status = kube::core::Status::failure("slow down", "TooManyRequests").with_code(429);
+            status.details = details.map(|seconds| kube::core::response::StatusDetails {
+                name: String::new(),
+                group: String::new(),
+                kind: String::new(),
+                uid: String::new(),
+                causes: Vec::new(),
+                retry_after_seconds: seconds,
+            });
+            kube::Error::Api(status.boxed())
+        };
+        let cases = [(Some(3), Some(Duration::from_secs(3))), (Some(0), None), (None, None)];
+        for (details, expected) in cases {
+            assert_eq!(retry_after(&status(details)), expected, "{details:?}");
+        }
+        assert_eq!(retry_after(&kube::Error::LinesCodecMaxLineLengthExceeded), None);
     }
 
     #[test]

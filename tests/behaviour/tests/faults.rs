@@ -10,31 +10,19 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use reloader_harness::{ControlPlane, Crd, NotYet, PlaneOptions, Reloader, wait_until};
+use reloader_harness::{Crd, NotYet, PlaneOptions, Reloader, wait_until};
 use reloader_tests::fixtures::{
-    ANNOTATION_AUTO, Kind, ResourceRef, Resources, Strategy, TestEnv, WorkloadId, WorkloadSpec, negative_wait,
+    ANNOTATION_AUTO, Kind, ResourceRef, Resources, Strategy, TestEnv, WorkloadSpec, negative_wait,
 };
 use reloader_workload_argo::Rollout;
 
 use ha_support::proxy::CuttableProxy;
 use ha_support::{
-    Timings, generation, reloads_executed, start_replicas, wait_for_replica_sets, wait_for_single_leader,
+    Timings, WebAndIdle, auto_deployment, generation, private_plane, reloads_executed, start_replicas,
+    wait_for_replica_sets, wait_for_single_leader,
 };
 
 const REACTION: Duration = Duration::from_secs(90);
-
-async fn private_plane(options: PlaneOptions) -> ControlPlane {
-    ControlPlane::start(options).await.unwrap_or_else(|e| panic!("starting a private control plane: {e}"))
-}
-
-async fn auto_deployment(client: &Client, namespace: &str, name: &str, configmap: &str) -> WorkloadId {
-    WorkloadSpec::new(Kind::Deployment, name)
-        .metadata_annotation(ANNOTATION_AUTO, "true")
-        .env_from_configmap(configmap)
-        .create(client, namespace)
-        .await
-        .unwrap()
-}
 
 /// F46: kube-apiserver killed and restarted under two HA replicas. The leader cannot renew, so
 /// it stops leading without exiting; after the restart one replica leads again, later changes
@@ -44,12 +32,7 @@ async fn apiserver_restart_later_changes_reload_and_nothing_reloads_spuriously()
     let plane = private_plane(PlaneOptions::default()).await;
     let env = TestEnv::on(&plane).await;
     let TestEnv { ns, client, resources, .. } = &env;
-    let settings = ResourceRef::configmap("settings");
-    let quiet = ResourceRef::configmap("quiet");
-    resources.create(&settings, &[("level", "1")]).await.unwrap();
-    resources.create(&quiet, &[("k", "v")]).await.unwrap();
-    let web = auto_deployment(client, ns.name(), "web", "settings").await;
-    let idle = auto_deployment(client, ns.name(), "idle", "quiet").await;
+    let WebAndIdle { settings, web, idle, .. } = WebAndIdle::create(&env).await;
     let names = ["r1", "r2"];
     let mut replicas = start_replicas(&plane, ns.name(), &names, Timings::FAST, &[]).await;
     let all: Vec<_> = replicas.iter().collect();
@@ -101,12 +84,7 @@ async fn watch_410_gone_neither_misses_nor_repeats_a_reload() {
     let plane = private_plane(options).await;
     let env = TestEnv::on(&plane).await;
     let TestEnv { ns, client, resources, .. } = &env;
-    let settings = ResourceRef::configmap("settings");
-    let quiet = ResourceRef::configmap("quiet");
-    resources.create(&settings, &[("level", "1")]).await.unwrap();
-    resources.create(&quiet, &[("k", "v")]).await.unwrap();
-    let web = auto_deployment(client, ns.name(), "web", "settings").await;
-    let idle = auto_deployment(client, ns.name(), "idle", "quiet").await;
+    let WebAndIdle { settings, quiet, web, idle } = WebAndIdle::create(&env).await;
     let proxy = CuttableProxy::start(&plane.url(), plane.kubeconfig_path()).await.unwrap();
     let reloader = Reloader::builder(&plane)
         .name("reloader")

@@ -11,8 +11,8 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, ListParams};
-use reloader_harness::{ControlPlane, NotYet, PlaneError, Reloader, wait_until};
-use reloader_tests::fixtures::WorkloadId;
+use reloader_harness::{ControlPlane, NotYet, PlaneError, PlaneOptions, Reloader, wait_until};
+use reloader_tests::fixtures::{ANNOTATION_AUTO, Kind, ResourceRef, TestEnv, WorkloadId, WorkloadSpec};
 
 /// `--leader-election-id`'s default, for drop-in compatibility with Stakater.
 pub const LEASE_NAME: &str = "stakater-reloader-lock";
@@ -178,4 +178,43 @@ pub async fn wait_for_replica_sets(client: &Client, workload: &WorkloadId, expec
 /// Seconds since `start`, for reports.
 pub fn seconds_since(start: Instant) -> f64 {
     (start.elapsed().as_millis() as f64) / 1000.0
+}
+
+/// A plane of the test's own, for faults that would disturb other tests.
+pub async fn private_plane(options: PlaneOptions) -> ControlPlane {
+    ControlPlane::start(options).await.unwrap_or_else(|e| panic!("starting a private control plane: {e}"))
+}
+
+/// A Deployment `name` with `reloader.stakater.com/auto: "true"` taking its env from `configmap`.
+pub fn auto_spec(name: &str, configmap: &str) -> WorkloadSpec {
+    WorkloadSpec::new(Kind::Deployment, name)
+        .metadata_annotation(ANNOTATION_AUTO, "true")
+        .env_from_configmap(configmap)
+}
+
+/// Creates [`auto_spec`] in `namespace`.
+pub async fn auto_deployment(client: &Client, namespace: &str, name: &str, configmap: &str) -> WorkloadId {
+    auto_spec(name, configmap).create(client, namespace).await.unwrap()
+}
+
+/// Two auto Deployments in the test's namespace: `web` uses ConfigMap `settings` (which the test
+/// changes), `idle` uses `quiet` (which it never changes: any write to `idle` is spurious).
+pub struct WebAndIdle {
+    pub settings: ResourceRef,
+    pub quiet: ResourceRef,
+    pub web: WorkloadId,
+    pub idle: WorkloadId,
+}
+
+impl WebAndIdle {
+    pub async fn create(env: &TestEnv<'_>) -> Self {
+        let TestEnv { ns, client, resources, .. } = env;
+        let settings = ResourceRef::configmap("settings");
+        let quiet = ResourceRef::configmap("quiet");
+        resources.create(&settings, &[("level", "1")]).await.unwrap();
+        resources.create(&quiet, &[("k", "v")]).await.unwrap();
+        let web = auto_deployment(client, ns.name(), "web", "settings").await;
+        let idle = auto_deployment(client, ns.name(), "idle", "quiet").await;
+        WebAndIdle { settings, quiet, web, idle }
+    }
 }

@@ -1,6 +1,7 @@
 //! The plane: starting it, clients for it, restarting kube-apiserver, and stopping it all.
 
 mod dir;
+mod etcd;
 mod running;
 mod startup;
 
@@ -13,12 +14,11 @@ use kube::api::{Api, PostParams};
 use kube::{Client, Config};
 
 use crate::binaries::Binaries;
-use crate::components::{self, Layout, Ports};
+use crate::components::{Layout, Ports};
 use crate::credentials::Credentials;
-use crate::process::Process;
 use crate::{PlaneError, testing};
 use running::{Processes, lock};
-use startup::{start_apiserver_process, wait_for_etcd, write_admin_kubeconfig};
+use startup::{start_apiserver_process, start_etcd_process, wait_for_etcd, write_admin_kubeconfig};
 
 const ETCD_READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// docs/control-plane.md allows 60 s on 2 busy cores; CI machines can be busier still.
@@ -102,13 +102,7 @@ impl ControlPlane {
         let credentials = Credentials::generate(dir)?;
         let processes = Mutex::new(Processes::default());
 
-        let etcd = Process::start(
-            "etcd",
-            &binaries.etcd,
-            &components::etcd_args(&layout),
-            &[],
-            &layout.log("etcd"),
-        )?;
+        let etcd = start_etcd_process(&binaries, &layout)?;
         lock(&processes).etcd = Some(etcd);
         wait_for_etcd(&layout, &processes).await?;
 

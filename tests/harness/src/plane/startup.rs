@@ -140,6 +140,10 @@ pub(super) fn start_apiserver_process(
     Process::start("kube-apiserver", &binaries.kube_apiserver, &args, &[], &layout.log("kube-apiserver"))
 }
 
+pub(super) fn start_etcd_process(binaries: &Binaries, layout: &Layout) -> Result<Process, PlaneError> {
+    Process::start("etcd", &binaries.etcd, &components::etcd_args(layout), &[], &layout.log("etcd"))
+}
+
 pub(super) async fn wait_for_etcd(layout: &Layout, processes: &Mutex<Processes>) -> Result<(), PlaneError> {
     let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build()?;
     let url = format!("{}/health", layout.etcd_url());
