@@ -2,6 +2,7 @@
 //! `rest_client_requests_total` / `rest_client_request_duration_seconds` (observe::metrics).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use kube::client::ClientBuilder;
@@ -25,8 +26,23 @@ impl Clients {
 
     /// A new client with its own connection pool.
     pub(crate) fn client(&self) -> anyhow::Result<kube::Client> {
-        let builder =
-            ClientBuilder::try_from(self.config.clone()).context("building the Kubernetes client")?;
+        self.build(self.config.clone())
+    }
+
+    /// A new client with its own connection pool whose every request (connecting, sending,
+    /// waiting for the answer) gives up after `timeout`: a hung connection (a partition) cannot
+    /// hold a leader's renewal or write past its renew deadline. Not for watches, whose answers
+    /// are long by design.
+    pub(crate) fn client_with_timeout(&self, timeout: Duration) -> anyhow::Result<kube::Client> {
+        let mut config = self.config.clone();
+        config.connect_timeout = Some(timeout);
+        config.read_timeout = Some(timeout);
+        config.write_timeout = Some(timeout);
+        self.build(config)
+    }
+
+    fn build(&self, config: kube::Config) -> anyhow::Result<kube::Client> {
+        let builder = ClientBuilder::try_from(config).context("building the Kubernetes client")?;
         Ok(builder.with_layer(&self.layer).build())
     }
 }
