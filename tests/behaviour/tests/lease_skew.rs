@@ -170,6 +170,9 @@ async fn replicas_with_skewed_clocks_never_lead_together_and_fail_over_in_time()
     // Phase 1: several lease durations of standbys 30 s ahead and behind a renewing leader.
     let live = [("on-time", &on_time), ("ahead", &standbys[0]), ("behind", &standbys[1])];
     referee.watch_for(&leases, &live, timings.lease_duration * 3).await;
+    referee.assert_never_two_leaders();
+    assert_eq!(referee.holders, ["on-time"], "a skewed standby took the Lease its holder renews");
+    assert_eq!(lease_transitions(&leases).await, 0, "the Lease changed hands and back");
     assert_holder_clock(&leases, "on-time", 0).await;
     let v2 = resources.update_data(&settings, &[("level", "2")]).await.unwrap();
     let latency = web.wait_for_marker(client, &settings, Strategy::EnvVars, &v2, REACTION).await.unwrap();
