@@ -126,6 +126,9 @@ mod tests {
         }
     }
 
+    /// Seconds since the first observation, and the record seen then.
+    type Observation<'a> = (u64, &'a LeaseRecord);
+
     #[test]
     fn a_lease_expires_only_after_a_whole_duration_of_our_own_clock_without_change() {
         let a1 = record("other", "10:00:00", "100");
@@ -134,7 +137,7 @@ mod tests {
         // A renewTime far in the past says nothing: only what this replica saw counts.
         let stale = record("other", "1970-01-01T00:00:00Z", "7");
         // (what happens, observations as (seconds since the first, record), the last verdict)
-        let cases: &[(&str, &[(u64, &LeaseRecord)], Kind)] = &[
+        let cases: &[(&str, &[Observation], Kind)] = &[
             ("first sight of a held lease", &[(0, &a1)], Kind::Held),
             ("first sight, however old its renewTime", &[(0, &stale)], Kind::Held),
             ("unchanged, one second short", &[(0, &a1), (14, &a1)], Kind::Held),
