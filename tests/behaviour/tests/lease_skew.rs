@@ -119,13 +119,17 @@ async fn assert_holder_clock(leases: &Api<Lease>, holder: &str, skew: i64) {
     );
 }
 
-async fn auto_deployment(env: &TestEnv<'_>, name: &str, configmap: &str) -> WorkloadId {
-    WorkloadSpec::new(Kind::Deployment, name)
+/// The test's Lease API, and ConfigMap `settings` (level 1) used by Deployment `web`.
+async fn lease_and_workload(env: &TestEnv<'_>) -> (Api<Lease>, ResourceRef, WorkloadId) {
+    let settings = ResourceRef::configmap("settings");
+    env.resources.create(&settings, &[("level", "1")]).await.unwrap();
+    let web = WorkloadSpec::new(Kind::Deployment, "web")
         .metadata_annotation(ANNOTATION_AUTO, "true")
-        .env_from_configmap(configmap)
+        .env_from_configmap("settings")
         .create(&env.client, env.ns.name())
         .await
-        .unwrap()
+        .unwrap();
+    (env.ns.api(&env.client), settings, web)
 }
 
 /// The `Reloaded` Events recorded about a Deployment, counting repeats folded into a series.
@@ -143,10 +147,7 @@ async fn reloaded_events(client: &Client, namespace: &str, name: &str) -> i32 {
 async fn replicas_with_skewed_clocks_never_lead_together_and_fail_over_in_time() {
     let env = TestEnv::new().await;
     let TestEnv { plane, ns, client, resources, .. } = &env;
-    let leases: Api<Lease> = ns.api(client);
-    let settings = ResourceRef::configmap("settings");
-    resources.create(&settings, &[("level", "1")]).await.unwrap();
-    let web = auto_deployment(&env, "web", "settings").await;
+    let (leases, settings, web) = lease_and_workload(&env).await;
     let timings = Timings::FAST;
     let mut referee = Referee::default();
 
@@ -253,10 +254,7 @@ async fn replicas_with_skewed_clocks_never_lead_together_and_fail_over_in_time()
 async fn a_partitioned_leader_stops_writing_before_a_standby_takes_over() {
     let env = TestEnv::new().await;
     let TestEnv { plane, ns, client, resources, .. } = &env;
-    let leases: Api<Lease> = ns.api(client);
-    let settings = ResourceRef::configmap("settings");
-    resources.create(&settings, &[("level", "1")]).await.unwrap();
-    let web = auto_deployment(&env, "web", "settings").await;
+    let (leases, settings, web) = lease_and_workload(&env).await;
     let timings = Timings::FAST;
     let cut_for = timings.lease_duration * 3;
     let proxy = CuttableProxy::start(&plane.url(), plane.kubeconfig_path()).await.unwrap();
