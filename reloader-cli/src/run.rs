@@ -32,6 +32,8 @@ use crate::supervise::Supervisor;
 
 /// How long the tasks get to finish after shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// Without HA, how long one workload read or write may take before it fails and is retried.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub async fn run(options: Options) -> anyhow::Result<()> {
     for warning in &options.warnings {
@@ -57,8 +59,11 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     let identity = options.pod_name.clone().unwrap_or_else(hostname);
     let leadership = match &options.leader_election {
         Some(le) => {
-            // Renewals get their own client (own connection pool) so watches cannot starve them.
-            let election_client = clients.client().context("building the leader-election client")?;
+            // Renewals get their own client (own connection pool) so watches cannot starve them,
+            // and no request of it may outlast the renew deadline.
+            let election_client = clients
+                .client_with_timeout(le.renew_deadline)
+                .context("building the leader-election client")?;
             let config = ElectionConfig {
                 lease_name: le.id.clone(),
                 namespace: le.namespace.clone(),
@@ -159,6 +164,11 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         notifier.clone().map(|n| Box::new(n) as Box<dyn ResourceNotifier>)
     };
 
+    // Workload writes time out like renewals do (docs/behaviour.md, HA): a write hung on a cut
+    // connection must not hold the executor past the moment this replica stops leading.
+    let write_timeout = options.leader_election.as_ref().map_or(WRITE_TIMEOUT, |le| le.renew_deadline);
+    let writes_client = clients.writer_client(write_timeout)?;
+
     // The executor: the single writer, gated by leadership. Once `shutdown` fires it finishes
     // the writes in flight (bounded), and only then may the Lease be released.
     let (queue, executor_finished): (Arc<dyn WorkQueue>, _) = if notifier.is_some() {
@@ -172,7 +182,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
                 keys: options.keys.clone(),
             },
             ExecutorIo {
-                api: Arc::new(KubeWorkloadApi::new(clients.writer_client()?)),
+                api: Arc::new(KubeWorkloadApi::new(writes_client)),
                 events: events.clone(),
                 alerts,
                 leader: leadership.subscribe(),

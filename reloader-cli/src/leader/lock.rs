@@ -4,8 +4,11 @@
 //! (`LeaseLockParams`, `LeaseLockResult`) but makes every write a compare-and-swap: a `create`
 //! (409 if anyone created it first) or a `replace` carrying the resourceVersion the decision was
 //! made on (409 if anyone wrote since). Losing a race is `NotAcquired`, never an error.
+//! Whether another holder's Lease has expired is judged by this replica's own clock, from when it
+//! first saw the record unchanged ([`LeaseObserver`]), never from the holder's `renewTime`.
 
 use std::future::Future;
+use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -14,6 +17,10 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube_leader_election::{LeaseLockParams, LeaseLockResult};
+use tokio::time::Instant;
+use tracing::{debug, info};
+
+use super::observed::{LeaseObserver, LeaseRecord, Verdict};
 
 /// What the campaign needs from a lock; the Lease-backed one is [`CasLeaseLock`].
 pub trait ElectionLock: Send + Sync + 'static {
@@ -28,11 +35,19 @@ pub trait ElectionLock: Send + Sync + 'static {
 pub struct CasLeaseLock {
     api: Api<Lease>,
     params: LeaseLockParams,
+    observer: Mutex<LeaseObserver>,
 }
 
 impl CasLeaseLock {
     pub fn new(client: Client, namespace: &str, params: LeaseLockParams) -> Self {
-        CasLeaseLock { api: Api::namespaced(client, namespace), params }
+        let observer = Mutex::new(LeaseObserver::new(params.holder_id.clone(), params.lease_ttl));
+        CasLeaseLock { api: Api::namespaced(client, namespace), params, observer }
+    }
+
+    /// Notes `lease` as seen now, by this replica's monotonic clock.
+    fn observe(&self, lease: &Lease) -> Verdict {
+        let mut observer = self.observer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        observer.observe(LeaseRecord::of(lease), Instant::now())
     }
 
     async fn round(&self) -> Result<LeaseLockResult, kube::Error> {
@@ -45,19 +60,32 @@ impl CasLeaseLock {
                 spec: Some(self.spec(now, now, 0)),
             };
             return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(created) => Ok(LeaseLockResult::Acquired(created)),
+                Ok(created) => {
+                    self.observe(&created);
+                    Ok(LeaseLockResult::Acquired(created))
+                }
                 Err(kube::Error::Api(e)) if e.code == 409 => {
-                    Ok(LeaseLockResult::NotAcquired(self.api.get(&self.params.lease_name).await?))
+                    let current = self.api.get(&self.params.lease_name).await?;
+                    self.observe(&current);
+                    Ok(LeaseLockResult::NotAcquired(current))
                 }
                 Err(e) => Err(e),
             };
         };
+        let ours = match self.observe(&current) {
+            Verdict::Held { holder, until } => {
+                let wait = until.saturating_duration_since(Instant::now());
+                debug!(%holder, can_take_in = ?wait, "the lease is held by another replica");
+                return Ok(LeaseLockResult::NotAcquired(current));
+            }
+            Verdict::Expired { holder, unchanged_for } => {
+                info!(%holder, ?unchanged_for, "taking over the lease: its holder did not renew it for a whole lease duration of this replica's clock");
+                false
+            }
+            Verdict::Free => false,
+            Verdict::Ours => true,
+        };
         let spec = current.spec.clone().unwrap_or_default();
-        let holder = spec.holder_identity.as_deref().unwrap_or_default();
-        let ours = holder == self.params.holder_id;
-        if !ours && !holder.is_empty() && !expired(&spec, now) {
-            return Ok(LeaseLockResult::NotAcquired(current));
-        }
         let transitions = spec.lease_transitions.unwrap_or(0) + i32::from(!ours);
         let acquired = spec.acquire_time.as_ref().filter(|_| ours).map(|t| to_chrono(t.0)).unwrap_or(now);
         let mut next = current.clone();
@@ -65,7 +93,10 @@ impl CasLeaseLock {
         // `replace` sends metadata.resourceVersion as read: the API server answers 409 if anyone
         // wrote the Lease since, so of several candidates that read one expired Lease, one wins.
         match self.api.replace(&self.params.lease_name, &PostParams::default(), &next).await {
-            Ok(written) => Ok(LeaseLockResult::Acquired(written)),
+            Ok(written) => {
+                self.observe(&written);
+                Ok(LeaseLockResult::Acquired(written))
+            }
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(LeaseLockResult::NotAcquired(current)),
             Err(e) => Err(e),
         }
@@ -119,14 +150,6 @@ fn lease_seconds(ttl: std::time::Duration) -> i32 {
     i32::try_from(seconds.max(1)).unwrap_or(i32::MAX)
 }
 
-/// Whether a Lease held by someone else may be taken: its holder did not renew it within its
-/// duration. A Lease without a renewTime was never renewed at all.
-fn expired(spec: &LeaseSpec, now: DateTime<Utc>) -> bool {
-    let Some(renewed) = spec.renew_time.as_ref().map(|t| to_chrono(t.0)) else { return true };
-    let duration = chrono::Duration::seconds(i64::from(spec.lease_duration_seconds.unwrap_or(0)));
-    renewed + duration < now
-}
-
 fn micro_time(t: DateTime<Utc>) -> MicroTime {
     MicroTime(Timestamp::from_microsecond(t.timestamp_micros()).unwrap_or(Timestamp::UNIX_EPOCH))
 }
@@ -140,23 +163,6 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-
-    fn spec_renewed(ago_ms: i64, duration_s: i32, now: DateTime<Utc>) -> LeaseSpec {
-        LeaseSpec {
-            holder_identity: Some("other".into()),
-            renew_time: Some(micro_time(now - chrono::Duration::milliseconds(ago_ms))),
-            lease_duration_seconds: Some(duration_s),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn a_lease_expires_only_after_its_whole_duration() {
-        let now = Utc::now();
-        assert!(!expired(&spec_renewed(3_999, 4, now), now));
-        assert!(expired(&spec_renewed(4_001, 4, now), now));
-        assert!(expired(&LeaseSpec::default(), now), "never renewed");
-    }
 
     #[test]
     fn lease_seconds_round_up_so_others_never_take_it_early() {

@@ -3,14 +3,19 @@
 //!
 //! - Every Lease write is a compare-and-swap ([`CasLeaseLock`]), so at most one candidate wins a
 //!   race for an expired Lease.
-//! - The leader counts its renew deadline from the start of its last successful renewal and stops
-//!   writing the moment it passes, even if a renewal is still hanging: the Lease it wrote is valid
-//!   for the longer lease duration, so it has stopped before anyone else may take over.
+//! - A standby takes a held Lease only after seeing the same record unchanged for a whole lease
+//!   duration of its own monotonic clock (as client-go does), so skewed wall clocks between nodes
+//!   cannot shorten a Lease ([`observed`]).
+//! - The leader counts its renew deadline on its monotonic clock from the start of its last
+//!   successful renewal and stops writing the moment it passes, even if a renewal is still
+//!   hanging: the others start counting no earlier than that renewal was written, and wait the
+//!   longer lease duration, so it has stopped before anyone else may take over.
 //! - Losing the Lease is a return to standby, never an exit; the campaign simply goes on.
 //! - On shutdown the replica stops writing at once, and releases the Lease only when
 //!   [`Leadership::finished`] says the writes in flight are done.
 
 mod lock;
+mod observed;
 #[cfg(test)]
 mod tests;
 
@@ -119,6 +124,25 @@ impl Leadership {
     }
 }
 
+/// Why a leader stopped leading while it kept running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Demotion {
+    /// No renewal succeeded within the renew deadline of this replica's monotonic clock (the
+    /// API server is unreachable or slow): it stops before the others may take the Lease.
+    RenewDeadlineExceeded,
+    /// A renewal found the Lease held by another replica.
+    AnotherHolder,
+}
+
+impl Demotion {
+    fn as_label(self) -> &'static str {
+        match self {
+            Demotion::RenewDeadlineExceeded => "renew deadline exceeded",
+            Demotion::AnotherHolder => "another replica holds the lease",
+        }
+    }
+}
+
 struct Campaign<L> {
     lock: L,
     config: ElectionConfig,
@@ -138,13 +162,13 @@ impl<L: ElectionLock> Campaign<L> {
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => break,
-                () = until(deadline) => self.lose(&mut deadline, "the lease was not renewed within the renew deadline"),
+                () = until(deadline) => self.lose(&mut deadline, Demotion::RenewDeadlineExceeded),
                 result = round => self.settle(result, started, &mut deadline),
             }
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => break,
-                () = until(deadline) => self.lose(&mut deadline, "the lease was not renewed within the renew deadline"),
+                () = until(deadline) => self.lose(&mut deadline, Demotion::RenewDeadlineExceeded),
                 () = tokio::time::sleep(self.config.retry_period) => {}
             }
         }
@@ -195,7 +219,7 @@ impl<L: ElectionLock> Campaign<L> {
                 let holder = lease.spec.and_then(|s| s.holder_identity).unwrap_or_default();
                 debug!(%holder, "the lease is held by another replica");
                 if deadline.is_some() {
-                    self.lose(deadline, "another replica holds the lease");
+                    self.lose(deadline, Demotion::AnotherHolder);
                 }
             }
         }
@@ -210,12 +234,12 @@ impl<L: ElectionLock> Campaign<L> {
         }
     }
 
-    fn lose(&self, deadline: &mut Option<Instant>, why: &str) {
+    fn lose(&self, deadline: &mut Option<Instant>, why: Demotion) {
         *deadline = None;
         let _ = self.tx.send(false);
         self.metrics.set_leader(false);
         self.metrics.leader_transition();
-        warn!(identity = %self.config.identity, reason = why, "stopped leading; back to standby");
+        warn!(identity = %self.config.identity, reason = why.as_label(), "lost leadership: stopped writing, back to standby");
     }
 
     /// Shutdown: stop writing now; the Lease is released later, by [`Leadership::finished`].

@@ -51,7 +51,9 @@ async fn apiserver_restart_later_changes_reload_and_nothing_reloads_spuriously()
         assert!(replica.exit_status().is_none(), "{name} exited:\n{}", replica.log_text());
     }
     let log = replicas[first].log_text();
-    assert!(log.contains("stopped leading; back to standby"), "the leader kept leading blind:\n{log}");
+    let lost = log.lines().find(|l| l.contains("lost leadership: stopped writing, back to standby"));
+    let lost = lost.unwrap_or_else(|| panic!("the leader kept leading blind:\n{log}"));
+    assert!(lost.contains("renew deadline exceeded"), "{lost}");
     let all: Vec<_> = replicas.iter().collect();
     wait_for_single_leader(&client, ns.name(), &all, &names, REACTION).await.unwrap();
 

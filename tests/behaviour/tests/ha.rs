@@ -32,12 +32,15 @@ const CANDIDATES: usize = 5;
 /// Rounds per starting state of the Lease (missing, expired, released).
 const ROUNDS_PER_STATE: usize = 70;
 const REACTION: Duration = Duration::from_secs(60);
+/// The lease duration of [`Start::Expired`]'s Lease.
+const EXPIRED_LEASE_SECONDS: i32 = 1;
 
 /// What the Lease looks like when a round starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Start {
     Missing,
-    /// Held by a replica that stopped renewing an hour ago.
+    /// Held by a replica that stopped renewing an hour ago (by its renewTime), with a 1 s
+    /// lease duration: candidates must still watch it unchanged for 1 s of their own clocks.
     Expired,
     /// Released on shutdown: no holder.
     Released,
@@ -58,7 +61,7 @@ async fn prepare(leases: &Api<Lease>, start: Start, term: i32) {
         Start::Missing => return,
         Start::Expired => LeaseSpec {
             holder_identity: Some("crashed-replica".into()),
-            lease_duration_seconds: Some(15),
+            lease_duration_seconds: Some(EXPIRED_LEASE_SECONDS),
             acquire_time: Some(MicroTime(renewed)),
             renew_time: Some(MicroTime(renewed)),
             lease_transitions: Some(term),
@@ -140,6 +143,13 @@ async fn racing_candidates_never_both_acquire_the_lease() {
         for round in 0..ROUNDS_PER_STATE {
             let term = round as i32;
             prepare(&leases, start, term).await;
+            if start == Start::Expired {
+                // Expiry is judged from when each candidate first saw the record, by its own
+                // clock (docs/behaviour.md, HA): however old its renewTime, nobody takes it yet.
+                let early = race(&locks, &barrier, acquire).await;
+                assert!(early.is_empty(), "round {round}: a Lease seen for the first time was taken");
+                tokio::time::sleep(Duration::from_millis(1_100) * EXPIRED_LEASE_SECONDS as u32).await;
+            }
             let won = race(&locks, &barrier, acquire).await;
             let [(winner, lease)] = won.as_slice() else {
                 let who: Vec<_> = won.iter().map(|(i, l)| (*i, holder_and_term(l))).collect();

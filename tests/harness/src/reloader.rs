@@ -34,6 +34,7 @@ pub struct ReloaderBuilder {
     kubeconfig: PathBuf,
     name: String,
     wait_ready: bool,
+    wall_clock_offset: Option<i64>,
 }
 
 impl ReloaderBuilder {
@@ -64,6 +65,12 @@ impl ReloaderBuilder {
         self
     }
 
+    /// Runs with its wall clock shifted by `seconds` (libfaketime; its monotonic clock is not).
+    pub fn wall_clock_offset(mut self, seconds: i64) -> Self {
+        self.wall_clock_offset = Some(seconds);
+        self
+    }
+
     /// Do not wait for `/readyz` in `start` (for processes expected to fail).
     pub fn no_wait(mut self) -> Self {
         self.wait_ready = false;
@@ -82,12 +89,16 @@ impl ReloaderBuilder {
         let dir = tempfile::Builder::new().prefix("reloader-").tempdir().map_err(|source| {
             PlaneError::Io { context: "creating a directory for the reloader log".into(), source }
         })?;
+        let shifted = match self.wall_clock_offset {
+            Some(seconds) => crate::faketime::shifted_clock_env(seconds)?,
+            None => Vec::new(),
+        };
         let port = free_port();
         let mut args = vec![format!("--metrics-addr=127.0.0.1:{port}")];
         args.extend(self.args.iter().cloned());
         let log = dir.path().join(format!("{}.log", self.name));
         let mut envs: Vec<(&str, &Path)> = vec![("KUBECONFIG", self.kubeconfig.as_path())];
-        envs.extend(self.envs.iter().map(|(k, v)| (k.as_str(), Path::new(v.as_str()))));
+        envs.extend(self.envs.iter().chain(&shifted).map(|(k, v)| (k.as_str(), Path::new(v.as_str()))));
         let process = Process::start(&self.name, &binary, &args, &envs, &log)?;
         let reloader = Reloader { process, port, log, _dir: dir };
         if self.wait_ready {
@@ -115,6 +126,7 @@ impl Reloader {
             kubeconfig: plane.kubeconfig_path().to_path_buf(),
             name: "reloader".into(),
             wait_ready: true,
+            wall_clock_offset: None,
         }
     }
 

@@ -11,7 +11,9 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, ListParams};
-use reloader_harness::{ControlPlane, NotYet, PlaneError, PlaneOptions, Reloader, wait_until};
+use reloader_harness::{
+    ControlPlane, NotYet, PlaneError, PlaneOptions, Reloader, ReloaderBuilder, wait_until,
+};
 use reloader_tests::fixtures::{ANNOTATION_AUTO, Kind, ResourceRef, TestEnv, WorkloadId, WorkloadSpec};
 
 /// `--leader-election-id`'s default, for drop-in compatibility with Stakater.
@@ -51,6 +53,11 @@ pub async fn start_replica(
     timings: Timings,
     extra_args: &[&str],
 ) -> Result<Reloader, PlaneError> {
+    replica(plane, namespace, name, timings).args(extra_args.iter().copied()).start().await
+}
+
+/// How [`start_replica`] starts one, for a test to add to (a kubeconfig, a shifted clock).
+pub fn replica(plane: &ControlPlane, namespace: &str, name: &str, timings: Timings) -> ReloaderBuilder {
     Reloader::builder(plane)
         .name(name)
         .env("POD_NAME", name)
@@ -58,9 +65,6 @@ pub async fn start_replica(
         .args(["--enable-ha".to_owned(), format!("--leader-election-namespace={namespace}")])
         .args(timings.args())
         .arg(format!("--namespaces={namespace}"))
-        .args(extra_args.iter().copied())
-        .start()
-        .await
 }
 
 /// Starts `names` concurrently.
