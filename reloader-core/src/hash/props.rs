@@ -94,7 +94,9 @@ proptest! {
         new_value in plain_value(),
     ) {
         let changed_key = pick.get(&map.keys().cloned().collect::<Vec<_>>()).clone();
-        prop_assume!(map[&changed_key] != new_value);
+        if map[&changed_key] == new_value {
+            return Ok(()); // Not a change (rare; no reject, so a million cases stay within proptest's reject budget).
+        }
         let mut changed = map.clone();
         changed.insert(changed_key.clone(), new_value);
         let hash = |m: &BTreeMap<String, String>| configmap_hash(m.iter().map(|(k, v)| (k.as_str(), v.as_str())), []);
