@@ -2,17 +2,22 @@
 //!
 //! The body is read frame by frame up to [`MAX_REVIEW_BYTES`]: a `Content-Length` over the limit
 //! is refused before any of it is read, and a body that grows past the limit while streaming is
-//! refused at that point, so no request holds more than the limit in memory. What is refused is
-//! described by where it fails, never by what it holds (a review carries a workload's env vars).
+//! refused at that point, so no request holds more than the limit in memory. All bodies being
+//! read share a budget of [`BODY_BUDGET_BYTES`] (a read past it waits for others to finish), and
+//! a body must arrive within [`BODY_READ_TIMEOUT`], so many large or slow senders together
+//! cannot grow memory past the budget or hold it for long. What is refused is described by
+//! where it fails, never by what it holds (a review carries a workload's env vars).
 
 use std::future::poll_fn;
 use std::pin::Pin;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, header};
 use http_body::Body as _;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionReview};
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::observe::metrics::AdmissionRejection;
 
@@ -20,6 +25,14 @@ use crate::observe::metrics::AdmissionRejection;
 /// server stores objects of at most 1.5 MiB (etcd's default request limit) and accepts requests of
 /// at most 3 MiB, so a real review stays well under this (docs/beyond-stakater.md §3).
 pub(crate) const MAX_REVIEW_BYTES: usize = 8 * 1024 * 1024;
+
+/// The body bytes all requests together may hold while being read: four bodies at the limit.
+pub(crate) const BODY_BUDGET_BYTES: usize = 4 * MAX_REVIEW_BYTES;
+/// Counted in KiB so a permit count fits the semaphore's `u32` requests.
+static BODY_BUDGET: Semaphore = Semaphore::const_new(BODY_BUDGET_BYTES / 1024);
+/// The API server waits at most 30 s for a webhook (10 s by default); a body still arriving
+/// after this is not from it.
+pub(crate) const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The only version of the review this webhook answers (the chart registers `v1` only).
 const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
@@ -51,12 +64,23 @@ pub(crate) async fn read_request(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<AdmissionRequest<DynamicObject>, Rejection> {
-    let bytes = read_limited(headers, body, MAX_REVIEW_BYTES).await?;
+    let read = read_limited(headers, body, MAX_REVIEW_BYTES, &BODY_BUDGET);
+    let (bytes, _budget) = tokio::time::timeout(BODY_READ_TIMEOUT, read).await.map_err(|_| {
+        let seconds = BODY_READ_TIMEOUT.as_secs();
+        Rejection::new(AdmissionRejection::Malformed, format!("the body did not arrive within {seconds} s"))
+    })??;
+    // The budget is given back once the body is parsed (`_budget` dropped at the end).
     parse_request(&bytes)
 }
 
-/// The body, or [`AdmissionRejection::TooLarge`] as soon as it is known to exceed `limit`.
-async fn read_limited(headers: &HeaderMap, mut body: Body, limit: usize) -> Result<Vec<u8>, Rejection> {
+/// The body, or [`AdmissionRejection::TooLarge`] as soon as it is known to exceed `limit`; with
+/// the share of `budget` (in KiB) it holds.
+async fn read_limited<'a>(
+    headers: &HeaderMap,
+    mut body: Body,
+    limit: usize,
+    budget: &'a Semaphore,
+) -> Result<(Vec<u8>, Option<SemaphorePermit<'a>>), Rejection> {
     let too_large =
         || Rejection::new(AdmissionRejection::TooLarge, format!("the body is over the {limit}-byte limit"));
     let declared = headers
@@ -66,7 +90,9 @@ async fn read_limited(headers: &HeaderMap, mut body: Body, limit: usize) -> Resu
     if declared.is_some_and(|length| length > limit as u64) {
         return Err(too_large());
     }
-    let mut bytes = Vec::with_capacity(declared.map_or(0, |length| length as usize));
+    // Not preallocated from the declared length: the budget is taken as bytes arrive.
+    let mut bytes = Vec::new();
+    let mut held: Option<SemaphorePermit<'a>> = None;
     while let Some(frame) = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
         // The connection broke or the body ended before its declared length.
         let frame = frame.map_err(|e| {
@@ -76,10 +102,16 @@ async fn read_limited(headers: &HeaderMap, mut body: Body, limit: usize) -> Resu
             if bytes.len() + data.len() > limit {
                 return Err(too_large());
             }
+            let kib = u32::try_from(data.len().div_ceil(1024)).map_err(|_| too_large())?;
+            let permit = budget.acquire_many(kib).await.map_err(|_| too_large())?;
+            match held.as_mut() {
+                Some(held) => held.merge(permit),
+                None => held = Some(permit),
+            }
             bytes.extend_from_slice(&data);
         }
     }
-    Ok(bytes)
+    Ok((bytes, held))
 }
 
 /// Parses and checks a whole body.
@@ -223,23 +255,47 @@ mod tests {
         use std::sync::Arc;
         use std::sync::atomic::{AtomicUsize, Ordering};
         let limit = 1024;
+        let budget = Semaphore::new(16);
 
         // Declared too large: refused before a byte is read.
         let polled = Arc::new(AtomicUsize::new(0));
-        let result = read_limited(&headers(Some(1 << 40)), streamed(100, 1000, polled.clone()), limit).await;
+        let result =
+            read_limited(&headers(Some(1 << 40)), streamed(100, 1000, polled.clone()), limit, &budget).await;
         assert_eq!(result.unwrap_err().reason, AdmissionRejection::TooLarge);
         assert_eq!(polled.load(Ordering::SeqCst), 0, "nothing read");
 
         // Streamed without a length: refused at the first chunk past the limit.
         let polled = Arc::new(AtomicUsize::new(0));
-        let result = read_limited(&headers(None), streamed(100, 1000, polled.clone()), limit).await;
+        let result = read_limited(&headers(None), streamed(100, 1000, polled.clone()), limit, &budget).await;
         assert_eq!(result.unwrap_err().reason, AdmissionRejection::TooLarge);
         assert_eq!(polled.load(Ordering::SeqCst), 11, "stopped past the limit, not at the end");
 
         // At the limit exactly: read.
         let polled = Arc::new(AtomicUsize::new(0));
-        let result = read_limited(&headers(Some(1024)), streamed(128, 8, polled), limit).await;
-        assert_eq!(result.unwrap().len(), 1024);
+        let (bytes, held) =
+            read_limited(&headers(Some(1024)), streamed(128, 8, polled), limit, &budget).await.unwrap();
+        assert_eq!(bytes.len(), 1024);
+        // One KiB-permit per 128-byte frame (rounded up), held until dropped; the refused reads
+        // above gave theirs back.
+        assert_eq!(held.as_ref().map(SemaphorePermit::num_permits), Some(8));
+        assert_eq!(budget.available_permits(), 8);
+        drop(held);
+        assert_eq!(budget.available_permits(), 16);
+    }
+
+    #[tokio::test]
+    async fn reads_past_the_shared_budget_wait_for_it() {
+        let budget = Semaphore::new(2);
+        let polled = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (_, first) =
+            read_limited(&headers(None), streamed(1024, 2, polled.clone()), 4096, &budget).await.unwrap();
+        assert_eq!(budget.available_permits(), 0);
+        let no_length = headers(None);
+        let second = read_limited(&no_length, streamed(1024, 1, polled), 4096, &budget);
+        let waited = tokio::time::timeout(Duration::from_millis(200), second).await;
+        assert!(waited.is_err(), "the second read waits while the first holds the budget");
+        drop(first);
+        assert_eq!(budget.available_permits(), 2);
     }
 
     #[test]
