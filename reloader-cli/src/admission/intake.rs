@@ -3,9 +3,11 @@
 //! The body is read frame by frame up to [`MAX_REVIEW_BYTES`]: a `Content-Length` over the limit
 //! is refused before any of it is read, and a body that grows past the limit while streaming is
 //! refused at that point, so no request holds more than the limit in memory. All bodies being
-//! read share a budget of [`BODY_BUDGET_BYTES`] (a read past it waits for others to finish), and
-//! a body must arrive within [`BODY_READ_TIMEOUT`], so many large or slow senders together
-//! cannot grow memory past the budget or hold it for long. What is refused is described by
+//! read share a budget of [`BODY_BUDGET_BYTES`]: a read takes its share (its declared length, or
+//! the whole limit when it declares none) before reading and waits while the budget is spent,
+//! and a body must arrive within [`BODY_READ_TIMEOUT`], so many large or slow senders together
+//! cannot grow memory past the budget or hold it for long. (Taken at once, not as bytes arrive:
+//! reads each holding part of the budget and waiting for more would wait for each other.) What is refused is described by
 //! where it fails, never by what it holds (a review carries a workload's env vars).
 
 use std::future::poll_fn;
@@ -80,7 +82,7 @@ async fn read_limited<'a>(
     mut body: Body,
     limit: usize,
     budget: &'a Semaphore,
-) -> Result<(Vec<u8>, Option<SemaphorePermit<'a>>), Rejection> {
+) -> Result<(Vec<u8>, SemaphorePermit<'a>), Rejection> {
     let too_large =
         || Rejection::new(AdmissionRejection::TooLarge, format!("the body is over the {limit}-byte limit"));
     let declared = headers
@@ -90,23 +92,19 @@ async fn read_limited<'a>(
     if declared.is_some_and(|length| length > limit as u64) {
         return Err(too_large());
     }
-    // Not preallocated from the declared length: the budget is taken as bytes arrive.
-    let mut bytes = Vec::new();
-    let mut held: Option<SemaphorePermit<'a>> = None;
+    let share = declared.map_or(limit, |length| length as usize);
+    let kib = u32::try_from(share.div_ceil(1024)).map_err(|_| too_large())?;
+    let held = budget.acquire_many(kib).await.map_err(|_| too_large())?;
+    let mut bytes = Vec::with_capacity(declared.map_or(0, |length| length as usize));
     while let Some(frame) = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
         // The connection broke or the body ended before its declared length.
         let frame = frame.map_err(|e| {
             Rejection::new(AdmissionRejection::Malformed, format!("the body could not be read: {e}"))
         })?;
         if let Ok(data) = frame.into_data() {
-            if bytes.len() + data.len() > limit {
+            // Past the limit, or past a declared length (the share taken): refused either way.
+            if bytes.len() + data.len() > share {
                 return Err(too_large());
-            }
-            let kib = u32::try_from(data.len().div_ceil(1024)).map_err(|_| too_large())?;
-            let permit = budget.acquire_many(kib).await.map_err(|_| too_large())?;
-            match held.as_mut() {
-                Some(held) => held.merge(permit),
-                None => held = Some(permit),
             }
             bytes.extend_from_slice(&data);
         }
@@ -275,27 +273,41 @@ mod tests {
         let (bytes, held) =
             read_limited(&headers(Some(1024)), streamed(128, 8, polled), limit, &budget).await.unwrap();
         assert_eq!(bytes.len(), 1024);
-        // One KiB-permit per 128-byte frame (rounded up), held until dropped; the refused reads
-        // above gave theirs back.
-        assert_eq!(held.as_ref().map(SemaphorePermit::num_permits), Some(8));
-        assert_eq!(budget.available_permits(), 8);
+        // The declared length's share (one KiB), held until dropped; the refused reads above
+        // gave theirs back.
+        assert_eq!(held.num_permits(), 1);
+        assert_eq!(budget.available_permits(), 15);
         drop(held);
         assert_eq!(budget.available_permits(), 16);
     }
 
     #[tokio::test]
     async fn reads_past_the_shared_budget_wait_for_it() {
+        // Room for two bodies without a declared length (each takes the whole 1 KiB limit).
         let budget = Semaphore::new(2);
         let polled = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let (_, first) =
-            read_limited(&headers(None), streamed(1024, 2, polled.clone()), 4096, &budget).await.unwrap();
-        assert_eq!(budget.available_permits(), 0);
         let no_length = headers(None);
-        let second = read_limited(&no_length, streamed(1024, 1, polled), 4096, &budget);
-        let waited = tokio::time::timeout(Duration::from_millis(200), second).await;
-        assert!(waited.is_err(), "the second read waits while the first holds the budget");
-        drop(first);
+        let (_, first) =
+            read_limited(&no_length, streamed(512, 1, polled.clone()), 1024, &budget).await.unwrap();
+        let (_, second) =
+            read_limited(&no_length, streamed(512, 1, polled.clone()), 1024, &budget).await.unwrap();
+        assert_eq!(budget.available_permits(), 0);
+        let third = read_limited(&no_length, streamed(512, 1, polled.clone()), 1024, &budget);
+        let waited = tokio::time::timeout(Duration::from_millis(200), third).await;
+        assert!(waited.is_err(), "the third read waits while the others hold the budget");
+        drop((first, second));
+        let third = read_limited(&no_length, streamed(512, 1, polled), 1024, &budget).await;
+        assert!(third.is_ok());
+        drop(third);
         assert_eq!(budget.available_permits(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_body_longer_than_declared_is_refused() {
+        let budget = Semaphore::new(16);
+        let polled = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let result = read_limited(&headers(Some(100)), streamed(64, 3, polled), 1024, &budget).await;
+        assert_eq!(result.unwrap_err().reason, AdmissionRejection::TooLarge);
     }
 
     #[test]
