@@ -153,23 +153,24 @@ pub(crate) fn parse_request(bytes: &[u8]) -> Result<AdmissionRequest<DynamicObje
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use serde_json::json;
 
     use super::*;
 
-    fn review(request: serde_json::Value) -> serde_json::Value {
+    pub(in crate::admission) fn review(request: serde_json::Value) -> serde_json::Value {
         json!({"apiVersion": REVIEW_API_VERSION, "kind": REVIEW_KIND, "request": request})
     }
 
-    fn request() -> serde_json::Value {
+    pub(in crate::admission) fn request() -> serde_json::Value {
         json!({
             "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
             "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
             "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
             "name": "web", "namespace": "shop", "operation": "CREATE",
             "userInfo": {"username": "admin"},
-            "object": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}},
+            "object": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"},
+                "spec": {"template": {"spec": {"containers": [{"name": "app", "image": "app:1"}]}}}},
         })
     }
 

@@ -14,6 +14,7 @@ use reloader_core::options::NamespaceScope;
 use serde_json::{Value, json};
 
 use super::intake::MAX_REVIEW_BYTES;
+use super::intake::tests as intake_tests;
 use super::{AdmissionState, mutate};
 use crate::kinds::EnabledKinds;
 use crate::observe::metrics::Metrics;
@@ -31,19 +32,12 @@ fn state() -> Arc<AdmissionState> {
     })
 }
 
+/// The intake tests' review, about `group`/`kind`.
 fn review(group: &str, kind: &str) -> Value {
-    json!({
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {
-            "uid": "uid-1",
-            "kind": {"group": group, "version": "v1", "kind": kind},
-            "resource": {"group": group, "version": "v1", "resource": "things"},
-            "name": "web", "namespace": "shop", "operation": "CREATE",
-            "userInfo": {"username": "admin"},
-            "object": {"apiVersion": "v1", "kind": kind, "metadata": {"name": "web", "namespace": "shop"},
-                "spec": {"template": {"spec": {"containers": [{"name": "app", "image": "app:1"}]}}}},
-        },
-    })
+    let mut review = intake_tests::review(intake_tests::request());
+    review["request"]["kind"] = json!({"group": group, "version": "v1", "kind": kind});
+    review["request"]["object"]["kind"] = json!(kind);
+    review
 }
 
 async fn post(ctx: &Arc<AdmissionState>, headers: HeaderMap, body: Body) -> (StatusCode, Value) {
@@ -90,7 +84,7 @@ async fn hostile_bodies_are_answered_and_counted_by_reason() {
         assert_eq!(status, expected, "{what}: {answer}");
         if status == StatusCode::OK {
             assert_eq!(answer["kind"], "AdmissionReview", "{what}");
-            assert_eq!(answer["response"]["uid"], "uid-1", "{what}");
+            assert_eq!(answer["response"]["uid"], intake_tests::request()["uid"], "{what}");
             assert_eq!(answer["response"]["allowed"], true, "{what}");
         }
     }
