@@ -7,8 +7,10 @@
 //! the whole limit when it declares none) before reading and waits while the budget is spent,
 //! and a body must arrive within [`BODY_READ_TIMEOUT`], so many large or slow senders together
 //! cannot grow memory past the budget or hold it for long. (Taken at once, not as bytes arrive:
-//! reads each holding part of the budget and waiting for more would wait for each other.) What is refused is described by
-//! where it fails, never by what it holds (a review carries a workload's env vars).
+//! reads each holding part of the budget and waiting for more would wait for each other.)
+//!
+//! What is refused is described by where it fails, never by what it holds (a review carries a
+//! workload's env vars).
 
 use std::future::poll_fn;
 use std::pin::Pin;
