@@ -180,39 +180,44 @@ fn write_decimal(f: &mut fmt::Formatter<'_>, value: u128, scale: u128) -> fmt::R
 }
 
 #[cfg(test)]
+mod props;
+#[cfg(test)]
 mod tests {
     use super::*;
 
-    fn ms(n: u64) -> Duration {
+    const fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
     }
 
+    /// Texts Go's `time.ParseDuration` accepts and what they mean (also the seeds of the
+    /// property tests in `props`).
+    pub(super) const PARSED: &[(&str, Duration)] = &[
+        ("0", Duration::ZERO),
+        ("+0", Duration::ZERO),
+        ("-0", Duration::ZERO),
+        ("0s", Duration::ZERO),
+        ("-0s", Duration::ZERO),
+        ("300ms", ms(300)),
+        ("1.5h", Duration::from_secs(5_400)),
+        ("1m30s", Duration::from_secs(90)),
+        ("2h", Duration::from_secs(7_200)),
+        ("+5s", Duration::from_secs(5)),
+        ("15s", Duration::from_secs(15)),
+        ("1h2m3s4ms5us6ns", Duration::new(3_723, 4_005_006)),
+        ("10ns", Duration::from_nanos(10)),
+        ("7us", Duration::from_micros(7)),
+        ("7\u{b5}s", Duration::from_micros(7)),
+        ("7\u{3bc}s", Duration::from_micros(7)),
+        (".5s", ms(500)),
+        ("5.s", Duration::from_secs(5)),
+        ("1.0000000001s", Duration::new(1, 0)),
+        ("0.333333333333333333333h", Duration::new(1_199, 999_999_999)),
+        ("2562047h47m16.854775807s", Duration::new(9_223_372_036, 854_775_807)),
+    ];
+
     #[test]
     fn parses_what_go_parses() {
-        let cases: &[(&str, Duration)] = &[
-            ("0", Duration::ZERO),
-            ("+0", Duration::ZERO),
-            ("-0", Duration::ZERO),
-            ("0s", Duration::ZERO),
-            ("-0s", Duration::ZERO),
-            ("300ms", ms(300)),
-            ("1.5h", Duration::from_secs(5_400)),
-            ("1m30s", Duration::from_secs(90)),
-            ("2h", Duration::from_secs(7_200)),
-            ("+5s", Duration::from_secs(5)),
-            ("15s", Duration::from_secs(15)),
-            ("1h2m3s4ms5us6ns", Duration::new(3_723, 4_005_006)),
-            ("10ns", Duration::from_nanos(10)),
-            ("7us", Duration::from_micros(7)),
-            ("7\u{b5}s", Duration::from_micros(7)),
-            ("7\u{3bc}s", Duration::from_micros(7)),
-            (".5s", ms(500)),
-            ("5.s", Duration::from_secs(5)),
-            ("1.0000000001s", Duration::new(1, 0)),
-            ("0.333333333333333333333h", Duration::new(1_199, 999_999_999)),
-            ("2562047h47m16.854775807s", Duration::new(9_223_372_036, 854_775_807)),
-        ];
-        for (text, expected) in cases {
+        for (text, expected) in PARSED {
             assert_eq!(parse_go_duration(text).as_ref(), Ok(expected), "{text}");
         }
     }

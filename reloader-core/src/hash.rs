@@ -66,6 +66,8 @@ pub fn spc_pod_status_hash<'a>(
 }
 
 #[cfg(test)]
+mod props;
+#[cfg(test)]
 mod tests {
     use super::*;
 

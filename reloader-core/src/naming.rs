@@ -7,7 +7,7 @@ use crate::model::ResourceKind;
 pub fn convert_to_env_name(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     let mut pending_separator = false;
-    for ch in name.chars().flat_map(char::to_uppercase) {
+    for ch in name.chars().map(go_to_upper) {
         if ch.is_ascii_uppercase() || ch.is_ascii_digit() {
             if pending_separator {
                 out.push('_');
@@ -24,27 +24,46 @@ pub fn convert_to_env_name(name: &str) -> String {
     out
 }
 
+/// Go's `unicode.ToUpper`: one character to one character. Where the full Unicode mapping gives
+/// several (`ß` → `SS`, `ﬁ` → `FI`), Go keeps the character, so it is a separator, not letters.
+fn go_to_upper(ch: char) -> char {
+    let mut upper = ch.to_uppercase();
+    match (upper.next(), upper.next()) {
+        (Some(single), None) => single,
+        _ => ch,
+    }
+}
+
 pub fn env_var_name(kind: ResourceKind, name: &str) -> String {
     format!("STAKATER_{}_{}", convert_to_env_name(name), kind.marker_type())
 }
 
 #[cfg(test)]
+mod props;
+#[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Names and the env var Stakater gives them (also the seeds of the property tests).
+    pub(super) const NAMES: &[(ResourceKind, &str, &str)] = &[
+        (ResourceKind::ConfigMap, "my-cm", "STAKATER_MY_CM_CONFIGMAP"),
+        (ResourceKind::ConfigMap, "www.stakater.com", "STAKATER_WWW_STAKATER_COM_CONFIGMAP"),
+        (ResourceKind::Secret, "db-credentials", "STAKATER_DB_CREDENTIALS_SECRET"),
+        (ResourceKind::SecretProviderClass, "vault-db", "STAKATER_VAULT_DB_SECRETPROVIDERCLASS"),
+        (ResourceKind::ConfigMap, "a--b..c", "STAKATER_A_B_C_CONFIGMAP"),
+        (ResourceKind::ConfigMap, "-leading", "STAKATER_LEADING_CONFIGMAP"),
+        (ResourceKind::ConfigMap, "trailing-", "STAKATER_TRAILING__CONFIGMAP"),
+        (ResourceKind::ConfigMap, "app1.conf", "STAKATER_APP1_CONF_CONFIGMAP"),
+        // Go uppercases one character to one: `ß` stays itself, a separator.
+        (ResourceKind::ConfigMap, "straße", "STAKATER_STRA_E_CONFIGMAP"),
+        (ResourceKind::Secret, "\u{fb01}le", "STAKATER_LE_SECRET"),
+        // The two non-ASCII letters whose uppercase is ASCII.
+        (ResourceKind::ConfigMap, "\u{131}d-\u{17f}", "STAKATER_ID_S_CONFIGMAP"),
+    ];
+
     #[test]
     fn names() {
-        let cases = [
-            (ResourceKind::ConfigMap, "my-cm", "STAKATER_MY_CM_CONFIGMAP"),
-            (ResourceKind::ConfigMap, "www.stakater.com", "STAKATER_WWW_STAKATER_COM_CONFIGMAP"),
-            (ResourceKind::Secret, "db-credentials", "STAKATER_DB_CREDENTIALS_SECRET"),
-            (ResourceKind::SecretProviderClass, "vault-db", "STAKATER_VAULT_DB_SECRETPROVIDERCLASS"),
-            (ResourceKind::ConfigMap, "a--b..c", "STAKATER_A_B_C_CONFIGMAP"),
-            (ResourceKind::ConfigMap, "-leading", "STAKATER_LEADING_CONFIGMAP"),
-            (ResourceKind::ConfigMap, "trailing-", "STAKATER_TRAILING__CONFIGMAP"),
-            (ResourceKind::ConfigMap, "app1.conf", "STAKATER_APP1_CONF_CONFIGMAP"),
-        ];
-        for (kind, name, want) in cases {
+        for &(kind, name, want) in NAMES {
             assert_eq!(env_var_name(kind, name), want, "{name}");
         }
         assert_eq!(convert_to_env_name("www.stakater.com"), "WWW_STAKATER_COM");

@@ -8,6 +8,8 @@
 mod names;
 mod parse;
 #[cfg(test)]
+mod props;
+#[cfg(test)]
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -9,6 +9,7 @@
 //!
 //! The certificate files are polled and a renewed pair is served without a restart.
 
+mod intake;
 mod review;
 mod server;
 mod tls;
@@ -18,13 +19,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionReview};
+use kube::core::admission::AdmissionRequest;
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::decide::DecideOptions;
 use reloader_core::index::Index;
@@ -55,8 +56,6 @@ pub(crate) struct AdmissionState {
 
 /// How often the certificate files are checked for a renewal.
 const CERTIFICATE_POLL: Duration = Duration::from_secs(5);
-/// AdmissionReviews carry two copies of a workload; anything larger than this is not one.
-const MAX_REVIEW_BYTES: usize = 8 * 1024 * 1024;
 
 /// Runs the webhook until `shutdown`. A webhook that cannot start (the address is taken, the
 /// certificate does not load) stops the whole process: the flag asked for it, and a replica
@@ -96,42 +95,30 @@ async fn run(
 }
 
 fn router(ctx: Arc<AdmissionState>) -> Router {
-    Router::new()
-        .route("/mutate", post(mutate))
-        .route("/healthz", get(|| async { "ok" }))
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_REVIEW_BYTES))
-        .with_state(ctx)
+    // The body limit is `intake::MAX_REVIEW_BYTES`, applied while reading (no extractor reads it).
+    Router::new().route("/mutate", post(mutate)).route("/healthz", get(|| async { "ok" })).with_state(ctx)
 }
 
-async fn mutate(State(ctx): State<Arc<AdmissionState>>, body: Bytes) -> Response {
+async fn mutate(State(ctx): State<Arc<AdmissionState>>, headers: HeaderMap, body: Body) -> Response {
     let started = Instant::now();
-    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(&body) {
-        Ok(review) => review,
-        Err(e) => {
-            ctx.metrics.admission(AdmissionOperation::Unknown, AdmissionOutcome::Error, started.elapsed());
-            // Not an AdmissionReview: an error, so the API server applies the failure policy.
-            // Where, not what: the message could quote the object.
-            let message = format!(
-                "not an AdmissionReview ({:?} error at line {} column {})",
-                e.classify(),
-                e.line(),
-                e.column()
-            );
-            return (StatusCode::BAD_REQUEST, message).into_response();
-        }
-    };
-    let request: AdmissionRequest<DynamicObject> = match review.try_into() {
+    let request = match intake::read_request(&headers, body).await {
         Ok(request) => request,
-        Err(e) => {
-            ctx.metrics.admission(AdmissionOperation::Unknown, AdmissionOutcome::Error, started.elapsed());
-            return (StatusCode::BAD_REQUEST, format!("an AdmissionReview without a request: {e}"))
-                .into_response();
-        }
+        Err(rejection) => return reject(&ctx, rejection, started),
     };
     let (response, outcome) = review::review(&ctx, &request);
     let operation = operation_label(&request);
     ctx.metrics.admission(operation, outcome, started.elapsed());
     axum::Json(response.into_review()).into_response()
+}
+
+/// Not an AdmissionReview this webhook answers: an HTTP error, so the API server applies the
+/// webhook's failure policy. Counted by reason and logged without the body.
+fn reject(ctx: &AdmissionState, rejection: intake::Rejection, started: Instant) -> Response {
+    ctx.metrics.admission(AdmissionOperation::Unknown, AdmissionOutcome::Error, started.elapsed());
+    ctx.metrics.admission_rejected(rejection.reason);
+    warn!(reason = rejection.reason.as_label(), detail = %rejection.detail,
+        "admission webhook: request rejected, not an AdmissionReview it answers");
+    (rejection.status(), rejection.detail).into_response()
 }
 
 fn operation_label(request: &AdmissionRequest<DynamicObject>) -> AdmissionOperation {
@@ -161,3 +148,6 @@ async fn watch_certificate(certificate: Arc<ReloadingCertificate>, shutdown: Can
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

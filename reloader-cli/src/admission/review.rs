@@ -2,6 +2,9 @@
 //! markers (reloader_core::admission). Reads the index, never the API server; every answer
 //! allows the write, with a patch or without.
 
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::core::gvk::GroupVersionKind;
@@ -61,7 +64,10 @@ fn operations(
     ctx: &AdmissionState,
     request: &AdmissionRequest<DynamicObject>,
 ) -> Result<Option<Vec<Value>>, serde_json::Error> {
-    let Some(kind) = workload_kind(&request.kind) else { return Ok(None) };
+    let Some(kind) = workload_kind(&request.kind) else {
+        warn_unhandled_kind(&request.kind);
+        return Ok(None);
+    };
     if request.sub_resource.is_some() || !ctx.kinds.contains(kind) {
         return Ok(None);
     }
@@ -104,6 +110,20 @@ fn operations(
 /// The kinds reloader rolls, by the group and kind the API server names.
 fn workload_kind(gvk: &GroupVersionKind) -> Option<WorkloadKind> {
     crate::kinds::by_group_kind(&gvk.group, &gvk.kind)
+}
+
+/// A review of a kind that is no workload (a Pod, a ConfigMap) means the webhook's rules send it
+/// more than the chart does. It is allowed unchanged, as every review is (this webhook never
+/// blocks a write), and said once per kind so a misrouted stream does not flood the log.
+fn warn_unhandled_kind(gvk: &GroupVersionKind) {
+    static WARNED: Mutex<BTreeSet<(String, String)>> = Mutex::new(BTreeSet::new());
+    let key = (gvk.group.clone(), gvk.kind.clone());
+    let mut warned = WARNED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    // Bounded: past a few dozen kinds the rules are plainly wrong, and one more line says nothing new.
+    if warned.len() < 64 && warned.insert(key) {
+        warn!(group = %gvk.group, version = %gvk.version, kind = %gvk.kind,
+            "admission review for a kind that is not a workload: allowed unchanged (check the webhook's rules)");
+    }
 }
 
 /// `fieldManager` of the UPDATE/PATCH options, when the client set one.

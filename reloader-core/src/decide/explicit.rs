@@ -73,38 +73,40 @@ pub(crate) fn short_regex_error(error: &regex::Error) -> String {
 }
 
 #[cfg(test)]
+mod props;
+#[cfg(test)]
 mod tests {
     use super::*;
 
+    /// An entry, whether it is a plain name, and names it selects or not (also the seeds of the
+    /// property tests).
+    #[derive(Debug, Clone)]
+    pub(super) struct Case {
+        pub(super) entry: &'static str,
+        pub(super) plain: bool,
+        pub(super) matching: &'static [&'static str],
+        pub(super) not_matching: &'static [&'static str],
+    }
+
+    pub(super) const CASES: &[Case] = &[
+        Case { entry: "my-cm", plain: true, matching: &["my-cm"], not_matching: &["my-cm-2", "xmy-cm"] },
+        Case { entry: "under_score", plain: true, matching: &["under_score"], not_matching: &["under"] },
+        Case {
+            entry: "app-config-.*",
+            plain: false,
+            matching: &["app-config-1", "app-config-"],
+            not_matching: &["other-config", "xapp-config-1"],
+        },
+        // A dot is a wildcard: `app.conf` is a pattern, exactly as in Stakater.
+        Case { entry: "app.conf", plain: false, matching: &["app.conf", "app-conf"], not_matching: &["app"] },
+        // No group around the entry: the alternation binds looser than the anchors.
+        Case { entry: "a|b", plain: false, matching: &["a", "b", "a-x", "x-b"], not_matching: &["x-a"] },
+        Case { entry: "[", plain: false, matching: &[], not_matching: &["[", ""] },
+    ];
+
     #[test]
     fn entries_are_classified_and_matched() {
-        struct Case {
-            entry: &'static str,
-            plain: bool,
-            matching: &'static [&'static str],
-            not_matching: &'static [&'static str],
-        }
-        let cases = [
-            Case { entry: "my-cm", plain: true, matching: &["my-cm"], not_matching: &["my-cm-2", "xmy-cm"] },
-            Case { entry: "under_score", plain: true, matching: &["under_score"], not_matching: &["under"] },
-            Case {
-                entry: "app-config-.*",
-                plain: false,
-                matching: &["app-config-1", "app-config-"],
-                not_matching: &["other-config", "xapp-config-1"],
-            },
-            // A dot is a wildcard: `app.conf` is a pattern, exactly as in Stakater.
-            Case {
-                entry: "app.conf",
-                plain: false,
-                matching: &["app.conf", "app-conf"],
-                not_matching: &["app"],
-            },
-            // No group around the entry: the alternation binds looser than the anchors.
-            Case { entry: "a|b", plain: false, matching: &["a", "b", "a-x", "x-b"], not_matching: &["x-a"] },
-            Case { entry: "[", plain: false, matching: &[], not_matching: &["[", ""] },
-        ];
-        for case in cases {
+        for case in CASES {
             let entry = ExplicitEntry::parse(case.entry);
             assert_eq!(matches!(entry, ExplicitEntry::Name(_)), case.plain, "{}", case.entry);
             assert_eq!(entry.as_str(), case.entry);

@@ -1,7 +1,7 @@
 //! Fixtures beyond [`crate::fixtures`], for the kinds, scope, behaviour, secrecy and bad-input
 //! tests: local HTTP endpoints that record (or swallow) what reloader sends, a counting TCP proxy
-//! in front of kube-apiserver, the namespaced RBAC a single-namespace reloader needs, and small
-//! waits on logs, Jobs and unique values.
+//! in front of kube-apiserver, the namespaced RBAC a single-namespace reloader needs, the
+//! admission webhook's test certificates, and small waits on logs, Jobs and unique values.
 //!
 //! ```no_run
 //! # async fn example(plane: &reloader_harness::ControlPlane) -> Result<(), reloader_harness::PlaneError> {
@@ -16,6 +16,7 @@ mod http;
 mod proxy;
 mod rbac;
 mod support;
+mod webhook;
 
 pub use http::{BlackHole, HttpRecorder, RecordedRequest};
 pub use proxy::ApiProxy;
@@ -24,3 +25,4 @@ pub use support::{
     ANNOTATION_PAUSE_PERIOD, ANNOTATION_PAUSED_AT, ANNOTATION_ROLLOUT_STRATEGY, Exited, jobs_owned_by,
     label_namespace, rfc3339_seconds, run_reloader_to_exit, unique_token, wait_for_log,
 };
+pub use webhook::WebhookCertificates;

@@ -11,8 +11,6 @@
 //!
 //! Build the binary first: `cargo build -p reloader-cli`.
 
-use std::net::{IpAddr, Ipv4Addr};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -20,9 +18,9 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, Config};
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, SanType};
 use reloader_harness::{ControlPlane, NotYet, Reloader, free_port, wait_until};
 use reloader_tests::fixtures::{ResourceRef, TestEnv, expected_env_var, negative_wait};
+use reloader_tests::fixtures_extra::WebhookCertificates;
 use serde_json::{Value, json};
 
 const CONFIG: &str = "app-config";
@@ -35,36 +33,8 @@ const APPLIER: &str = "gitops";
 // ---------------------------------------------------------------------------------------------
 // Certificates, the webhook registration, the reloader process
 
-/// A CA and a serving certificate for 127.0.0.1 signed by it, written as PEM files.
-struct Certificates {
-    _dir: tempfile::TempDir,
-    cert: PathBuf,
-    key: PathBuf,
-    ca_pem: String,
-    cert_pem: String,
-    key_pem: String,
-}
-
-fn certificates() -> Certificates {
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.distinguished_name.push(DnType::CommonName, "reloader admission test CA");
-    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca_params, ca_key);
-
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
-    params.subject_alt_names.push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
-    params.distinguished_name.push(DnType::CommonName, "reloader admission webhook");
-    let cert = params.signed_by(&key, &issuer).unwrap();
-
-    let dir = tempfile::tempdir().unwrap();
-    let (cert_path, key_path) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-    let (cert_pem, key_pem) = (cert.pem(), key.serialize_pem());
-    std::fs::write(&cert_path, &cert_pem).unwrap();
-    std::fs::write(&key_path, &key_pem).unwrap();
-    Certificates { _dir: dir, cert: cert_path, key: key_path, ca_pem: ca_cert.pem(), cert_pem, key_pem }
+fn certificates() -> WebhookCertificates {
+    WebhookCertificates::generate()
 }
 
 /// Puts `contents` at `path` the way a Secret volume does: written beside, renamed over.
@@ -85,14 +55,8 @@ async fn healthz(port: u16, ca_pem: &str) -> Result<u16, NotYet> {
 }
 
 /// The reloader command line for `namespace` with the webhook on `port`.
-fn webhook_args(namespace: &str, port: u16, certs: &Certificates) -> Vec<String> {
-    vec![
-        format!("--namespaces={namespace}"),
-        "--admission-webhook".into(),
-        format!("--webhook-addr=127.0.0.1:{port}"),
-        format!("--webhook-tls-cert={}", certs.cert.display()),
-        format!("--webhook-tls-key={}", certs.key.display()),
-    ]
+fn webhook_args(namespace: &str, port: u16, certs: &WebhookCertificates) -> Vec<String> {
+    certs.reloader_args(namespace, port)
 }
 
 async fn start_reloader(plane: &ControlPlane, name: &str, args: &[String]) -> Reloader {

@@ -74,6 +74,11 @@ pub(super) struct AdmissionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct AdmissionRejectionLabels {
+    pub(super) reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct BuildLabels {
     pub(super) version: &'static str,
 }

@@ -22,9 +22,9 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
 use self::labels::{
-    ActionLabels, AdmissionLabels, BuildLabels, ChannelLabels, EventLabels, EventOutcomeLabels, KindLabels,
-    ProcessedEventLabels, ReasonLabels, RestLatencyLabels, RestRequestLabels, ResultLabels, SuccessLabels,
-    SuccessNamespaceLabels, TypeLabels, VerbatimCounter, WorkloadKindLabels,
+    ActionLabels, AdmissionLabels, AdmissionRejectionLabels, BuildLabels, ChannelLabels, EventLabels,
+    EventOutcomeLabels, KindLabels, ProcessedEventLabels, ReasonLabels, RestLatencyLabels, RestRequestLabels,
+    ResultLabels, SuccessLabels, SuccessNamespaceLabels, TypeLabels, VerbatimCounter, WorkloadKindLabels,
 };
 use self::values::{
     HttpVerb, ProcessedEventType, ProcessedResult, ReconcileResult, RequestCode, StakaterHandling,
@@ -38,8 +38,8 @@ mod values;
 
 pub(crate) use self::rest_client::RestClientMetricsLayer;
 pub(crate) use self::values::{
-    ActionResult, AdmissionOperation, AdmissionOutcome, ErrorType, EventType, NotificationChannel,
-    ProcessResult, ResourceType, SkipReason,
+    ActionResult, AdmissionOperation, AdmissionOutcome, AdmissionRejection, ErrorType, EventType,
+    NotificationChannel, ProcessResult, ResourceType, SkipReason,
 };
 
 /// Bucket bounds in seconds for our own latency histograms: from a millisecond (a cached
@@ -103,6 +103,7 @@ pub(crate) struct Metrics {
     dry_run_writes: Family<WorkloadKindLabels, Counter>,
     admission_requests: Family<AdmissionLabels, Counter>,
     admission_duration: Histogram,
+    admission_rejected: Family<AdmissionRejectionLabels, Counter>,
     rest_requests: Family<RestRequestLabels, Counter>,
     rest_latency: HistogramFamily<RestLatencyLabels>,
 }
@@ -285,6 +286,12 @@ impl Metrics {
             Unit::Seconds,
             admission_duration.clone(),
         );
+        let admission_rejected = Family::<AdmissionRejectionLabels, Counter>::default();
+        registry.register(
+            "reloader_admission_rejected",
+            "Requests to the admission webhook answered with an HTTP error, by reason (malformed, too_large, wrong_kind)",
+            admission_rejected.clone(),
+        );
         let rest_requests = Family::<RestRequestLabels, Counter>::default();
         registry.register(
             "rest_client_requests",
@@ -336,6 +343,7 @@ impl Metrics {
             dry_run_writes,
             admission_requests,
             admission_duration,
+            admission_rejected,
             rest_requests,
             rest_latency,
         })
@@ -551,6 +559,12 @@ impl Metrics {
         let labels = AdmissionLabels { operation: operation.as_label(), result: result.as_label() };
         self.admission_requests.get_or_create(&labels).inc();
         self.admission_duration.observe(duration.as_secs_f64());
+    }
+
+    /// A request to the webhook answered with an HTTP error instead of a review.
+    pub(crate) fn admission_rejected(&self, reason: AdmissionRejection) {
+        let labels = AdmissionRejectionLabels { reason: reason.as_label() };
+        self.admission_rejected.get_or_create(&labels).inc();
     }
 }
 

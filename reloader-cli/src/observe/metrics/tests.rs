@@ -485,6 +485,9 @@ fn label_values_are_the_published_ones() {
         (AdmissionOutcome::Skipped.as_label(), "skipped"),
         (AdmissionOutcome::DryRun.as_label(), "dry_run"),
         (AdmissionOutcome::Error.as_label(), "error"),
+        (AdmissionRejection::Malformed.as_label(), "malformed"),
+        (AdmissionRejection::TooLarge.as_label(), "too_large"),
+        (AdmissionRejection::WrongKind.as_label(), "wrong_kind"),
     ];
     for (label, expected) in cases {
         assert_eq!(label, expected);

@@ -458,6 +458,29 @@ impl AdmissionOutcome {
     }
 }
 
+/// `reloader_admission_rejected_total{reason}`: why a request to the webhook was answered with
+/// an HTTP error instead of a review (docs/beyond-stakater.md §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AdmissionRejection {
+    /// Not JSON, truncated, not an AdmissionReview's shape, or a request without a uid.
+    Malformed,
+    /// The body is over the webhook's limit; refused without reading it whole.
+    TooLarge,
+    /// JSON of another kind or version than `admission.k8s.io/v1` `AdmissionReview`, or a
+    /// review without a request.
+    WrongKind,
+}
+
+impl AdmissionRejection {
+    pub(crate) fn as_label(self) -> &'static str {
+        match self {
+            AdmissionRejection::Malformed => "malformed",
+            AdmissionRejection::TooLarge => "too_large",
+            AdmissionRejection::WrongKind => "wrong_kind",
+        }
+    }
+}
+
 /// `rest_client_requests_total{code}`: the HTTP status of one API request, or client-go's
 /// `<error>` when no response came back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
