@@ -25,6 +25,7 @@ use crate::annotations::AnnotationKeys;
 use crate::decide::{DecideOptions, Decision, ExplicitEntry, decide, explicit_entries};
 use crate::index::Index;
 use crate::json_patch::escape_pointer_token;
+use crate::keys::marker_hash;
 use crate::markers::{Markers, annotation_marker_value};
 use crate::model::{ReloadStrategy, ResourceKey, ResourceKind, WorkloadKind};
 use crate::naming::env_var_name;
@@ -118,7 +119,12 @@ pub fn stamp_markers(
         if object_annotation(new, &keys.last_reloaded_from).is_some() {
             return Vec::new();
         }
-        let value = annotation_marker_value(&last.key, &last.hash, container_name(last_container), now_unix);
+        let value = annotation_marker_value(
+            &last.key,
+            &marker_hash(view, last),
+            container_name(last_container),
+            now_unix,
+        );
         return vec![object_annotations(new).add(&keys.last_reloaded_from, &value)];
     }
 
@@ -133,8 +139,7 @@ pub fn stamp_markers(
                 if present.env_value(key.kind, &key.name).is_some() {
                     continue;
                 }
-                let entry =
-                    json!({"name": env_var_name(key.kind, &key.name), "value": resource.hash.to_hex()});
+                let entry = json!({"name": env_var_name(key.kind, &key.name), "value": marker_hash(view, resource).to_hex()});
                 added.entry(container).or_default().push(entry);
             }
             let containers = containers(&template);
@@ -145,8 +150,9 @@ pub fn stamp_markers(
         }
         ReloadStrategy::Annotations => {
             if template_annotation(&template, &keys.last_reloaded_from).is_none() {
+                let hash = marker_hash(view, last);
                 let value =
-                    annotation_marker_value(&last.key, &last.hash, container_name(last_container), now_unix);
+                    annotation_marker_value(&last.key, &hash, container_name(last_container), now_unix);
                 let metadata = template.metadata.as_ref();
                 let target = AnnotationsAt {
                     metadata: &format!("{pointer}/metadata"),

@@ -376,6 +376,7 @@ fn index(resources: &[(ResourceKey, ContentHash)]) -> Index {
         index.upsert_resource(ResourceView {
             key: key.clone(),
             hash: *hash,
+            keys: Default::default(),
             matched: false,
             ignored: false,
             version: None,
@@ -525,6 +526,7 @@ fn explicit_lists_and_namespaces() {
         index.upsert_resource(ResourceView {
             key: cm(),
             hash: H1,
+            keys: Default::default(),
             matched: false,
             ignored: true,
             version: None,

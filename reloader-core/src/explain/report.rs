@@ -95,6 +95,19 @@ pub(crate) struct PatternSummary {
     pub(crate) matches: Vec<String>,
 }
 
+/// A key filter (docs/beyond-stakater.md §10) and what it hashes of one resource.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct KeyFilterSummary {
+    pub(crate) annotation: String,
+    pub(crate) value: String,
+    /// False: the value does not parse, the whole object is hashed.
+    pub(crate) valid: bool,
+    /// The patterns that apply to this resource; `None`: the whole object is hashed.
+    pub(crate) patterns: Option<Vec<String>>,
+    /// The keys of the resource now hashed into the marker (every key when unfiltered).
+    pub(crate) hashed_keys: Vec<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct ResourceExplanation {
     pub(crate) kind: String,
@@ -106,6 +119,9 @@ pub(crate) struct ResourceExplanation {
     pub(crate) references: Vec<ReferenceSummary>,
     pub(crate) decision: DecisionSummary,
     pub(crate) current_hash: Option<String>,
+    /// The key filter of this resource's type, when the workload carries one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) key_filter: Option<KeyFilterSummary>,
     pub(crate) marker: MarkerSummary,
     pub(crate) reloads_on_controller_start: bool,
     pub(crate) next_change: String,
