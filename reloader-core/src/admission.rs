@@ -166,6 +166,102 @@ pub fn stamp_markers(
     ops
 }
 
+/// UPDATE that changes the pod template anyway (docs/beyond-stakater.md §11): the operations that
+/// bring every marker of `new` up to the hash the index holds now, so the rollout the update
+/// starts is also the reload, and the controller, finding the markers current, writes nothing.
+/// `new` is the object after [`preserve_markers`]' operations; these apply after them.
+///
+/// A stale env-var marker is replaced in place, a missing one added; the annotation marker is
+/// set (with the last resource, as [`stamp_markers`] does) unless it already records a current
+/// hash. A `restart` Rollout, which records reloads outside its template, is left alone.
+pub fn refresh_markers(
+    new: &Value,
+    pointer: &str,
+    view: &WorkloadView,
+    index: &Index,
+    opts: &DecideOptions,
+    keys: &AnnotationKeys,
+    now_unix: i64,
+) -> Vec<Value> {
+    if view.key.kind == WorkloadKind::Rollout && view.restart_strategy {
+        return Vec::new();
+    }
+    let Some(template) = pod_template(new, pointer) else { return Vec::new() };
+    let targets: Vec<(&ResourceView, usize)> = candidate_resources(view, index)
+        .into_iter()
+        .filter_map(|resource| match decide(view, resource, opts) {
+            Decision::Reload { container, .. } => Some((resource, usize::from(container))),
+            Decision::Skip(_) => None,
+        })
+        .collect();
+    let Some(&(last, last_container)) = targets.last() else { return Vec::new() };
+    let mut ops = Vec::new();
+    match opts.strategy {
+        ReloadStrategy::EnvVars => {
+            let containers = containers(&template);
+            let mut added: BTreeMap<usize, Vec<Value>> = BTreeMap::new();
+            for (resource, container) in targets {
+                let (name, hash) =
+                    (env_var_name(resource.key.kind, &resource.key.name), marker_hash(view, resource));
+                let found = containers.iter().enumerate().find_map(|(c, spec)| {
+                    spec.env
+                        .iter()
+                        .flatten()
+                        .enumerate()
+                        .find(|(_, e)| e.name == name)
+                        .map(|(i, e)| (c, i, e))
+                });
+                match found {
+                    Some((c, i, var)) if var.value.as_deref() != Some(hash.to_hex().as_str()) => {
+                        let path = format!("{pointer}/spec/containers/{c}/env/{i}/value");
+                        ops.push(json!({"op": "replace", "path": path, "value": hash.to_hex()}));
+                    }
+                    Some(_) => {}
+                    None => added
+                        .entry(container)
+                        .or_default()
+                        .push(json!({"name": name, "value": hash.to_hex()})),
+                }
+            }
+            for (container, entries) in added {
+                let existing = containers.get(container).map_or(0, |c| c.env.as_ref().map_or(0, Vec::len));
+                env_add_ops(pointer, container, existing, entries, &mut ops);
+            }
+        }
+        ReloadStrategy::Annotations => {
+            let present = Markers::read(&template, keys);
+            let current = present.annotation.as_ref().is_some_and(|recorded| {
+                targets
+                    .iter()
+                    .any(|(r, _)| r.key == recorded.resource && marker_hash(view, r) == recorded.hash)
+            });
+            if !current {
+                let hash = marker_hash(view, last);
+                let value =
+                    annotation_marker_value(&last.key, &hash, container_name(view, last_container), now_unix);
+                let metadata = template.metadata.as_ref();
+                let target = AnnotationsAt {
+                    metadata: &format!("{pointer}/metadata"),
+                    has_metadata: metadata.is_some(),
+                    has_annotations: metadata.is_some_and(|m| m.annotations.is_some()),
+                };
+                // `add` on an existing member replaces it.
+                ops.push(target.add(&keys.last_reloaded_from, &value));
+            }
+        }
+    }
+    ops
+}
+
+fn container_name(view: &WorkloadView, index: usize) -> &str {
+    view.containers.get(index).map_or("", |name| &**name)
+}
+
+/// Does `new`'s pod template differ from `old`'s (a rollout starts whatever the markers)?
+pub fn template_changes(old: &Value, new: &Value, pointer: &str) -> bool {
+    old.pointer(pointer) != new.pointer(pointer)
+}
+
 /// The resources of the workload's namespace that it might reload for, in key order: those
 /// it references or names in an explicit list, and every resource of a kind for which an
 /// explicit list holds a pattern. `decide` has the last word.

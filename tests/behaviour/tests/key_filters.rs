@@ -21,7 +21,6 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use reloader_core::hash::sha1;
 use reloader_tests::fixtures::*;
 use support::{explain_json, resource, run_reloader};
 
@@ -29,15 +28,6 @@ const RELOAD_TIMEOUT: Duration = Duration::from_secs(60);
 const CM_KEYS: &str = "reloader.stakater.com/configmap-keys";
 const SECRET_KEYS: &str = "reloader.stakater.com/secret-keys";
 const AUTO: &str = "reloader.stakater.com/auto";
-
-/// The filtered hash, recomputed from its definition: SHA-1 over the sorted hex SHA-1 of each
-/// selected `key=value` entry, joined by `;`.
-fn filtered(entries: &[(&str, &str)]) -> String {
-    let mut hexes: Vec<String> =
-        entries.iter().map(|(k, v)| sha1(format!("{k}={v}").as_bytes()).to_hex()).collect();
-    hexes.sort();
-    sha1(hexes.join(";").as_bytes()).to_hex()
-}
 
 fn workload(name: &str) -> WorkloadSpec {
     WorkloadSpec::new(Kind::Deployment, name).without_pods().metadata_annotation(AUTO, "true")
@@ -173,15 +163,15 @@ async fn every_form(strategy: Strategy) {
     data[1] = ("feature.x", "2");
     resources.update_data(&shared, &data).await.unwrap();
     let started = Instant::now();
-    forms.wait(client, "glob", &shared, &filtered(&[("feature.x", "2"), ("feature.y", "1")])).await;
+    forms.wait(client, "glob", &shared, &filtered_hash(&[("feature.x", "2"), ("feature.y", "1")])).await;
     forms.unchanged(client, started.elapsed(), &before, &shared, "a change to `feature.x`").await;
 
     // The exact key, also referenced through the volume's items.
     data[0] = ("db.url", "b");
     resources.update_data(&shared, &data).await.unwrap();
-    forms.wait(client, "exact", &shared, &filtered(&[("db.url", "b")])).await;
-    forms.wait(client, "pair", &shared, &filtered(&[("db.url", "b")])).await;
-    forms.wait(client, "referenced", &shared, &filtered(&[("db.url", "b"), ("key", "k")])).await;
+    forms.wait(client, "exact", &shared, &filtered_hash(&[("db.url", "b")])).await;
+    forms.wait(client, "pair", &shared, &filtered_hash(&[("db.url", "b")])).await;
+    forms.wait(client, "referenced", &shared, &filtered_hash(&[("db.url", "b"), ("key", "k")])).await;
 
     // The Secret: `user` is not listed, `password` is.
     let before = forms.snapshot(client, &["secret"], &creds).await;
@@ -190,7 +180,7 @@ async fn every_form(strategy: Strategy) {
     tokio::time::sleep(Duration::from_secs(1)).await;
     forms.unchanged(client, started.elapsed(), &before, &creds, "a change to `user`").await;
     resources.update_data(&creds, &[("password", "q"), ("user", "v")]).await.unwrap();
-    forms.wait(client, "secret", &creds, &filtered(&[("password", "q")])).await;
+    forms.wait(client, "secret", &creds, &filtered_hash(&[("password", "q")])).await;
 
     // The bad filter is reported once, as other bad annotations are.
     let events = events_for(client, ns.name(), Kind::Deployment, "bad").await.unwrap();
@@ -212,7 +202,7 @@ async fn explained(plane: &reloader_harness::ControlPlane, namespace: &str, data
     assert_eq!(shared["key_filter"]["value"], "referenced", "{shared:#}");
     assert_eq!(shared["key_filter"]["hashed_keys"], serde_json::json!(["db.url", "key"]), "{shared:#}");
     let value = |key: &str| data.iter().find(|(k, _)| *k == key).unwrap().1;
-    let hash = filtered(&[("db.url", value("db.url")), ("key", value("key"))]);
+    let hash = filtered_hash(&[("db.url", value("db.url")), ("key", value("key"))]);
     assert_eq!(shared["current_hash"], hash.as_str(), "{shared:#}");
     assert_eq!(shared["marker"]["state"], "current", "{shared:#}");
 
