@@ -253,6 +253,39 @@ pub fn refresh_markers(
     ops
 }
 
+/// UPDATE of a Deployment whose template changes (docs/beyond-stakater.md §11): pause it for
+/// `hold`, recording `paused-at` and the hold period, so a ConfigMap change of the same release
+/// arriving just after is written while it is paused, and the resume rolls both at once. The
+/// controller resumes it as it resumes a pause period. Nothing for other kinds, a zero hold, a
+/// Deployment already paused, or one that reloads for nothing.
+pub fn hold_release(
+    new: &Value,
+    view: &WorkloadView,
+    index: &Index,
+    opts: &DecideOptions,
+    keys: &AnnotationKeys,
+    hold: std::time::Duration,
+    now_rfc3339: &str,
+) -> Vec<Value> {
+    let paused = new.pointer("/spec/paused").and_then(Value::as_bool) == Some(true);
+    if view.key.kind != WorkloadKind::Deployment || hold.is_zero() || paused || new.get("spec").is_none() {
+        return Vec::new();
+    }
+    let reloads = candidate_resources(view, index)
+        .into_iter()
+        .any(|resource| matches!(decide(view, resource, opts), Decision::Reload { .. }));
+    if !reloads {
+        return Vec::new();
+    }
+    let first = object_annotations(new);
+    let then = AnnotationsAt { metadata: "/metadata", has_metadata: true, has_annotations: true };
+    vec![
+        json!({"op": "add", "path": "/spec/paused", "value": true}),
+        first.add(&keys.paused_at, now_rfc3339),
+        then.add(&keys.hold_period, &format!("{}ms", hold.as_millis())),
+    ]
+}
+
 fn container_name(view: &WorkloadView, index: usize) -> &str {
     view.containers.get(index).map_or("", |name| &**name)
 }

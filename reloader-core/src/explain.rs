@@ -45,6 +45,9 @@ pub struct ExplainSettings {
     pub dry_run: bool,
     /// `--webhook-url`: changes are POSTed there instead of reloading workloads.
     pub webhook_only: bool,
+    /// The admission webhook with a coalescing window: a release that changes the template and
+    /// a resource together rolls once (docs/beyond-stakater.md §11).
+    pub one_rollout_per_release: bool,
     pub scope: Scope,
 }
 
@@ -112,6 +115,7 @@ pub fn explain(input: &ExplainInput<'_>) -> Explanation {
             reload_on_create: settings.reload_on_create,
             dry_run: settings.dry_run,
             webhook_only: settings.webhook_only,
+            one_rollout_per_release: settings.one_rollout_per_release,
         },
         annotations: AnnotationSummary {
             workload: workload_annotations(view, keys),

@@ -54,6 +54,8 @@ pub struct WorkloadView {
     pub pause_period: Option<Box<str>>,
     /// The raw paused-at annotation (RFC 3339), written by reloader when it paused the workload.
     pub paused_at: Option<Box<str>>,
+    /// The hold period the admission webhook set with `paused-at` (docs/beyond-stakater.md §11).
+    pub hold_period: Option<Box<str>>,
     /// Argo Rollouts `rollout-strategy: restart`.
     pub restart_strategy: bool,
     /// The raw key-filter annotations (ConfigMap, Secret), from the workload's metadata or else
@@ -126,6 +128,7 @@ pub fn build_view(parts: WorkloadParts<'_>, keys: &AnnotationKeys) -> WorkloadVi
         paused,
         pause_period: get(&keys.pause_period),
         paused_at: get(&keys.paused_at),
+        hold_period: get(&keys.hold_period),
         restart_strategy: get(&keys.rollout_strategy).is_some_and(|s| s.trim() == "restart"),
         key_filters,
         key_uses,

@@ -6,7 +6,7 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::core::gvk::GroupVersionKind;
 use reloader_core::admission::{
-    opted_out, preserve_markers, refresh_markers, stamp_markers, template_changes,
+    hold_release, opted_out, preserve_markers, refresh_markers, stamp_markers, template_changes,
 };
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::model::WorkloadKind;
@@ -97,6 +97,8 @@ fn operations(
                     let now = chrono::Utc::now().timestamp();
                     let index = ctx.index.read().expect("index lock");
                     ops.extend(refresh_markers(&patched, pointer, &view, &index, &ctx.decide, keys, now));
+                    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+                    ops.extend(hold_release(&patched, &view, &index, &ctx.decide, keys, ctx.hold, &now));
                 }
             }
             Ok(Some(ops))

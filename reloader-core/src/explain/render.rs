@@ -106,6 +106,9 @@ fn workload_section(explanation: &Explanation) -> Section {
     if s.webhook_only {
         settings.push_str(", --webhook-url set");
     }
+    if s.one_rollout_per_release {
+        settings.push_str(", one rollout per release (admission webhook and --coalesce-period)");
+    }
     section.row("Controller", settings);
     if let Some(period) = &w.pause_period {
         section

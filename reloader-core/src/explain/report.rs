@@ -15,7 +15,7 @@ use serde::Serialize;
 ///                 "not_watched": null | "<why a controller with these flags ignores it>",
 ///                 "pause_period": null | "<raw annotation value>" },
 ///   "settings": { "strategy": "env-vars" | "annotations", "auto_reload_all", "reload_on_create",
-///                 "dry_run", "webhook_only" },
+///                 "dry_run", "webhook_only", "one_rollout_per_release" (only when true) },
 ///   "annotations": {
 ///     "workload": { "<key>": "<raw value>", .. },      // reloader annotations on the workload
 ///     "pod_template": { "<key>": "<raw value>", .. },  // and on its pod template
@@ -33,7 +33,9 @@ use serde::Serialize;
 ///     "decision": { "reload": bool, "rule": null | "explicit" | "search_match" | "auto" | "typed_auto"
 ///                   | "auto_reload_all", "skip_reason": null | "<reloader_skipped_total reason>",
 ///                   "container": null | "<container that gets the marker>", "because": "<sentence>" },
-///     "current_hash": null | "<40 hex digits>",
+///     "current_hash": null | "<40 hex digits>",          // the filtered hash under a key filter
+///     "key_filter": { "annotation", "value", "valid": bool, "patterns": null | ["<pattern>"],
+///                     "hashed_keys": ["<key>"] },     // only when the workload has a filter
 ///     "marker": { "env_var": null | "STAKATER_..", "annotation": null | "<key>",
 ///                 "container": null | "<name>", "recorded": null | "<value>",
 ///                 "state": "none" | "current" | "different" | "delete_marker", "matches_current": bool },
@@ -74,6 +76,9 @@ pub(crate) struct SettingsSummary {
     pub(crate) reload_on_create: bool,
     pub(crate) dry_run: bool,
     pub(crate) webhook_only: bool,
+    /// Shown only when on, so the output of other configurations is unchanged.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) one_rollout_per_release: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
