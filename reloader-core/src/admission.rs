@@ -104,16 +104,8 @@ pub fn stamp_markers(
     keys: &AnnotationKeys,
     now_unix: i64,
 ) -> Vec<Value> {
-    let targets: Vec<(&ResourceView, usize)> = candidate_resources(view, index)
-        .into_iter()
-        .filter_map(|resource| match decide(view, resource, opts) {
-            Decision::Reload { container, .. } => Some((resource, usize::from(container))),
-            Decision::Skip(_) => None,
-        })
-        .collect();
+    let targets = reload_targets(view, index, opts);
     let Some(&(last, last_container)) = targets.last() else { return Vec::new() };
-    let container_name = |index: usize| view.containers.get(index).map_or("", |name| &**name);
-
     if view.key.kind == WorkloadKind::Rollout && view.restart_strategy {
         // A `restart` Rollout records reloads on its own metadata, never in its template.
         if object_annotation(new, &keys.last_reloaded_from).is_some() {
@@ -122,7 +114,7 @@ pub fn stamp_markers(
         let value = annotation_marker_value(
             &last.key,
             &marker_hash(view, last),
-            container_name(last_container),
+            container_name(view, last_container),
             now_unix,
         );
         return vec![object_annotations(new).add(&keys.last_reloaded_from, &value)];
@@ -142,24 +134,18 @@ pub fn stamp_markers(
                 let entry = json!({"name": env_var_name(key.kind, &key.name), "value": marker_hash(view, resource).to_hex()});
                 added.entry(container).or_default().push(entry);
             }
-            let containers = containers(&template);
-            for (container, entries) in added {
-                let existing = containers.get(container).map_or(0, |c| c.env.as_ref().map_or(0, Vec::len));
-                env_add_ops(pointer, container, existing, entries, &mut ops);
-            }
+            append_env_entries(pointer, containers(&template), added, &mut ops);
         }
         ReloadStrategy::Annotations => {
             if template_annotation(&template, &keys.last_reloaded_from).is_none() {
-                let hash = marker_hash(view, last);
-                let value =
-                    annotation_marker_value(&last.key, &hash, container_name(last_container), now_unix);
-                let metadata = template.metadata.as_ref();
-                let target = AnnotationsAt {
-                    metadata: &format!("{pointer}/metadata"),
-                    has_metadata: metadata.is_some(),
-                    has_annotations: metadata.is_some_and(|m| m.annotations.is_some()),
-                };
-                ops.push(target.add(&keys.last_reloaded_from, &value));
+                ops.push(annotation_marker_op(
+                    &template,
+                    pointer,
+                    view,
+                    (last, last_container),
+                    keys,
+                    now_unix,
+                ));
             }
         }
     }
@@ -187,13 +173,7 @@ pub fn refresh_markers(
         return Vec::new();
     }
     let Some(template) = pod_template(new, pointer) else { return Vec::new() };
-    let targets: Vec<(&ResourceView, usize)> = candidate_resources(view, index)
-        .into_iter()
-        .filter_map(|resource| match decide(view, resource, opts) {
-            Decision::Reload { container, .. } => Some((resource, usize::from(container))),
-            Decision::Skip(_) => None,
-        })
-        .collect();
+    let targets = reload_targets(view, index, opts);
     let Some(&(last, last_container)) = targets.last() else { return Vec::new() };
     let mut ops = Vec::new();
     match opts.strategy {
@@ -223,10 +203,7 @@ pub fn refresh_markers(
                         .push(json!({"name": name, "value": hash.to_hex()})),
                 }
             }
-            for (container, entries) in added {
-                let existing = containers.get(container).map_or(0, |c| c.env.as_ref().map_or(0, Vec::len));
-                env_add_ops(pointer, container, existing, entries, &mut ops);
-            }
+            append_env_entries(pointer, containers, added, &mut ops);
         }
         ReloadStrategy::Annotations => {
             let present = Markers::read(&template, keys);
@@ -236,17 +213,15 @@ pub fn refresh_markers(
                     .any(|(r, _)| r.key == recorded.resource && marker_hash(view, r) == recorded.hash)
             });
             if !current {
-                let hash = marker_hash(view, last);
-                let value =
-                    annotation_marker_value(&last.key, &hash, container_name(view, last_container), now_unix);
-                let metadata = template.metadata.as_ref();
-                let target = AnnotationsAt {
-                    metadata: &format!("{pointer}/metadata"),
-                    has_metadata: metadata.is_some(),
-                    has_annotations: metadata.is_some_and(|m| m.annotations.is_some()),
-                };
                 // `add` on an existing member replaces it.
-                ops.push(target.add(&keys.last_reloaded_from, &value));
+                ops.push(annotation_marker_op(
+                    &template,
+                    pointer,
+                    view,
+                    (last, last_container),
+                    keys,
+                    now_unix,
+                ));
             }
         }
     }
@@ -271,10 +246,7 @@ pub fn hold_release(
     if view.key.kind != WorkloadKind::Deployment || hold.is_zero() || paused || new.get("spec").is_none() {
         return Vec::new();
     }
-    let reloads = candidate_resources(view, index)
-        .into_iter()
-        .any(|resource| matches!(decide(view, resource, opts), Decision::Reload { .. }));
-    if !reloads {
+    if reload_targets(view, index, opts).is_empty() {
         return Vec::new();
     }
     let first = object_annotations(new);
@@ -284,6 +256,42 @@ pub fn hold_release(
         first.add(&keys.paused_at, now_rfc3339),
         then.add(&keys.hold_period, &format!("{}ms", hold.as_millis())),
     ]
+}
+
+/// The resources `view` reloads for, with the container that gets each env-var marker.
+fn reload_targets<'a>(
+    view: &WorkloadView,
+    index: &'a Index,
+    opts: &DecideOptions,
+) -> Vec<(&'a ResourceView, usize)> {
+    candidate_resources(view, index)
+        .into_iter()
+        .filter_map(|resource| match decide(view, resource, opts) {
+            Decision::Reload { container, .. } => Some((resource, usize::from(container))),
+            Decision::Skip(_) => None,
+        })
+        .collect()
+}
+
+/// The operation that records `last` (a resource and its container) in the template's
+/// `last-reloaded-from` annotation, with the hash `view` records for it.
+fn annotation_marker_op(
+    template: &PodTemplateSpec,
+    pointer: &str,
+    view: &WorkloadView,
+    (last, container): (&ResourceView, usize),
+    keys: &AnnotationKeys,
+    now_unix: i64,
+) -> Value {
+    let hash = marker_hash(view, last);
+    let value = annotation_marker_value(&last.key, &hash, container_name(view, container), now_unix);
+    let metadata = template.metadata.as_ref();
+    let target = AnnotationsAt {
+        metadata: &format!("{pointer}/metadata"),
+        has_metadata: metadata.is_some(),
+        has_annotations: metadata.is_some_and(|m| m.annotations.is_some()),
+    };
+    target.add(&keys.last_reloaded_from, &value)
 }
 
 fn container_name(view: &WorkloadView, index: usize) -> &str {
@@ -384,6 +392,19 @@ fn copy_env_markers(
     }
     for (container, entries) in added {
         let existing = new_containers[container].env.as_ref().map_or(0, Vec::len);
+        env_add_ops(pointer, container, existing, entries, ops);
+    }
+}
+
+/// [`env_add_ops`] for each container of `added`.
+fn append_env_entries(
+    pointer: &str,
+    containers: &[Container],
+    added: BTreeMap<usize, Vec<Value>>,
+    ops: &mut Vec<Value>,
+) {
+    for (container, entries) in added {
+        let existing = containers.get(container).map_or(0, |c| c.env.as_ref().map_or(0, Vec::len));
         env_add_ops(pointer, container, existing, entries, ops);
     }
 }
