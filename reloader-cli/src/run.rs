@@ -210,6 +210,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             metrics: metrics.clone(),
             scope: scope.clone(),
             kinds: kinds.clone(),
+            hold: options.coalesce_period,
         });
         supervisor
             .spawn_service("admission webhook", crate::admission::serve(state, config, shutdown.clone()));

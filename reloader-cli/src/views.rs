@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{DynamicObject, ObjectMeta};
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::hash;
+use reloader_core::keys::KeyDigests;
 use reloader_core::model::{ContentHash, ResourceKey, ResourceKind, ResourceVersion};
 use reloader_core::views::ResourceView;
 use reloader_core::views::WorkloadView;
@@ -22,13 +23,14 @@ fn resource_view(
     meta: &ObjectMeta,
     namespace: &str,
     name: &str,
-    hash: ContentHash,
+    (hash, key_digests): (ContentHash, KeyDigests),
     keys: &AnnotationKeys,
 ) -> ResourceView {
     let annotations = meta.annotations.as_ref();
     ResourceView {
         key: ResourceKey::new(kind, namespace, name),
         hash,
+        keys: key_digests,
         matched: flag(annotations, &keys.search_match),
         ignored: flag(annotations, &keys.ignore),
         version: meta.resource_version.as_deref().and_then(ResourceVersion::parse),
@@ -36,9 +38,9 @@ fn resource_view(
 }
 
 pub(crate) fn configmap_view(cm: &ConfigMap, keys: &AnnotationKeys) -> Option<ResourceView> {
-    let data = cm.data.iter().flatten().map(|(k, v)| (k.as_str(), v.as_str()));
-    let binary = cm.binary_data.iter().flatten().map(|(k, v)| (k.as_str(), v.0.as_slice()));
-    let hash = hash::configmap_hash(data, binary);
+    let data = || cm.data.iter().flatten().map(|(k, v)| (k.as_str(), v.as_str()));
+    let binary = || cm.binary_data.iter().flatten().map(|(k, v)| (k.as_str(), v.0.as_slice()));
+    let hash = (hash::configmap_hash(data(), binary()), hash::configmap_key_digests(data(), binary()));
     let meta = &cm.metadata;
     Some(resource_view(
         ResourceKind::ConfigMap,
@@ -51,8 +53,8 @@ pub(crate) fn configmap_view(cm: &ConfigMap, keys: &AnnotationKeys) -> Option<Re
 }
 
 pub(crate) fn secret_view(secret: &Secret, keys: &AnnotationKeys) -> Option<ResourceView> {
-    let data = secret.data.iter().flatten().map(|(k, v)| (k.as_str(), v.0.as_slice()));
-    let hash = hash::secret_hash(data);
+    let data = || secret.data.iter().flatten().map(|(k, v)| (k.as_str(), v.0.as_slice()));
+    let hash = (hash::secret_hash(data()), hash::secret_key_digests(data()));
     let meta = &secret.metadata;
     Some(resource_view(
         ResourceKind::Secret,
@@ -110,7 +112,7 @@ pub(crate) fn spc_view(
     let hash = hash::spc_pod_status_hash(&key.name, objects);
     let ClassFlags { matched, ignored } = flags(&key);
     let version = status.metadata.resource_version.as_deref().and_then(ResourceVersion::parse);
-    Some(ResourceView { key, hash, matched, ignored, version })
+    Some(ResourceView { key, hash, keys: KeyDigests::default(), matched, ignored, version })
 }
 
 /// The compact view of a workload object, through its backend.

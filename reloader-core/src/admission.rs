@@ -25,6 +25,7 @@ use crate::annotations::AnnotationKeys;
 use crate::decide::{DecideOptions, Decision, ExplicitEntry, decide, explicit_entries};
 use crate::index::Index;
 use crate::json_patch::escape_pointer_token;
+use crate::keys::marker_hash;
 use crate::markers::{Markers, annotation_marker_value};
 use crate::model::{ReloadStrategy, ResourceKey, ResourceKind, WorkloadKind};
 use crate::naming::env_var_name;
@@ -103,22 +104,19 @@ pub fn stamp_markers(
     keys: &AnnotationKeys,
     now_unix: i64,
 ) -> Vec<Value> {
-    let targets: Vec<(&ResourceView, usize)> = candidate_resources(view, index)
-        .into_iter()
-        .filter_map(|resource| match decide(view, resource, opts) {
-            Decision::Reload { container, .. } => Some((resource, usize::from(container))),
-            Decision::Skip(_) => None,
-        })
-        .collect();
+    let targets = reload_targets(view, index, opts);
     let Some(&(last, last_container)) = targets.last() else { return Vec::new() };
-    let container_name = |index: usize| view.containers.get(index).map_or("", |name| &**name);
-
     if view.key.kind == WorkloadKind::Rollout && view.restart_strategy {
         // A `restart` Rollout records reloads on its own metadata, never in its template.
         if object_annotation(new, &keys.last_reloaded_from).is_some() {
             return Vec::new();
         }
-        let value = annotation_marker_value(&last.key, &last.hash, container_name(last_container), now_unix);
+        let value = annotation_marker_value(
+            &last.key,
+            &marker_hash(view, last),
+            container_name(view, last_container),
+            now_unix,
+        );
         return vec![object_annotations(new).add(&keys.last_reloaded_from, &value)];
     }
 
@@ -133,31 +131,176 @@ pub fn stamp_markers(
                 if present.env_value(key.kind, &key.name).is_some() {
                     continue;
                 }
-                let entry =
-                    json!({"name": env_var_name(key.kind, &key.name), "value": resource.hash.to_hex()});
+                let entry = json!({"name": env_var_name(key.kind, &key.name), "value": marker_hash(view, resource).to_hex()});
                 added.entry(container).or_default().push(entry);
             }
-            let containers = containers(&template);
-            for (container, entries) in added {
-                let existing = containers.get(container).map_or(0, |c| c.env.as_ref().map_or(0, Vec::len));
-                env_add_ops(pointer, container, existing, entries, &mut ops);
-            }
+            append_env_entries(pointer, containers(&template), added, &mut ops);
         }
         ReloadStrategy::Annotations => {
             if template_annotation(&template, &keys.last_reloaded_from).is_none() {
-                let value =
-                    annotation_marker_value(&last.key, &last.hash, container_name(last_container), now_unix);
-                let metadata = template.metadata.as_ref();
-                let target = AnnotationsAt {
-                    metadata: &format!("{pointer}/metadata"),
-                    has_metadata: metadata.is_some(),
-                    has_annotations: metadata.is_some_and(|m| m.annotations.is_some()),
-                };
-                ops.push(target.add(&keys.last_reloaded_from, &value));
+                ops.push(annotation_marker_op(
+                    &template,
+                    pointer,
+                    view,
+                    (last, last_container),
+                    keys,
+                    now_unix,
+                ));
             }
         }
     }
     ops
+}
+
+/// UPDATE that changes the pod template anyway (docs/beyond-stakater.md §11): the operations that
+/// bring every marker of `new` up to the hash the index holds now, so the rollout the update
+/// starts is also the reload, and the controller, finding the markers current, writes nothing.
+/// `new` is the object after [`preserve_markers`]' operations; these apply after them.
+///
+/// A stale env-var marker is replaced in place, a missing one added; the annotation marker is
+/// set (with the last resource, as [`stamp_markers`] does) unless it already records a current
+/// hash. A `restart` Rollout, which records reloads outside its template, is left alone.
+pub fn refresh_markers(
+    new: &Value,
+    pointer: &str,
+    view: &WorkloadView,
+    index: &Index,
+    opts: &DecideOptions,
+    keys: &AnnotationKeys,
+    now_unix: i64,
+) -> Vec<Value> {
+    if view.key.kind == WorkloadKind::Rollout && view.restart_strategy {
+        return Vec::new();
+    }
+    let Some(template) = pod_template(new, pointer) else { return Vec::new() };
+    let targets = reload_targets(view, index, opts);
+    let Some(&(last, last_container)) = targets.last() else { return Vec::new() };
+    let mut ops = Vec::new();
+    match opts.strategy {
+        ReloadStrategy::EnvVars => {
+            let containers = containers(&template);
+            let mut added: BTreeMap<usize, Vec<Value>> = BTreeMap::new();
+            for (resource, container) in targets {
+                let (name, hash) =
+                    (env_var_name(resource.key.kind, &resource.key.name), marker_hash(view, resource));
+                let found = containers.iter().enumerate().find_map(|(c, spec)| {
+                    spec.env
+                        .iter()
+                        .flatten()
+                        .enumerate()
+                        .find(|(_, e)| e.name == name)
+                        .map(|(i, e)| (c, i, e))
+                });
+                match found {
+                    Some((c, i, var)) if var.value.as_deref() != Some(hash.to_hex().as_str()) => {
+                        let path = format!("{pointer}/spec/containers/{c}/env/{i}/value");
+                        ops.push(json!({"op": "replace", "path": path, "value": hash.to_hex()}));
+                    }
+                    Some(_) => {}
+                    None => added
+                        .entry(container)
+                        .or_default()
+                        .push(json!({"name": name, "value": hash.to_hex()})),
+                }
+            }
+            append_env_entries(pointer, containers, added, &mut ops);
+        }
+        ReloadStrategy::Annotations => {
+            let present = Markers::read(&template, keys);
+            let current = present.annotation.as_ref().is_some_and(|recorded| {
+                targets
+                    .iter()
+                    .any(|(r, _)| r.key == recorded.resource && marker_hash(view, r) == recorded.hash)
+            });
+            if !current {
+                // `add` on an existing member replaces it.
+                ops.push(annotation_marker_op(
+                    &template,
+                    pointer,
+                    view,
+                    (last, last_container),
+                    keys,
+                    now_unix,
+                ));
+            }
+        }
+    }
+    ops
+}
+
+/// UPDATE of a Deployment whose template changes (docs/beyond-stakater.md §11): pause it for
+/// `hold`, recording `paused-at` and the hold period, so a ConfigMap change of the same release
+/// arriving just after is written while it is paused, and the resume rolls both at once. The
+/// controller resumes it as it resumes a pause period. Nothing for other kinds, a zero hold, a
+/// Deployment already paused, or one that reloads for nothing.
+pub fn hold_release(
+    new: &Value,
+    view: &WorkloadView,
+    index: &Index,
+    opts: &DecideOptions,
+    keys: &AnnotationKeys,
+    hold: std::time::Duration,
+    now_rfc3339: &str,
+) -> Vec<Value> {
+    let paused = new.pointer("/spec/paused").and_then(Value::as_bool) == Some(true);
+    if view.key.kind != WorkloadKind::Deployment || hold.is_zero() || paused || new.get("spec").is_none() {
+        return Vec::new();
+    }
+    if reload_targets(view, index, opts).is_empty() {
+        return Vec::new();
+    }
+    let first = object_annotations(new);
+    let then = AnnotationsAt { metadata: "/metadata", has_metadata: true, has_annotations: true };
+    vec![
+        json!({"op": "add", "path": "/spec/paused", "value": true}),
+        first.add(&keys.paused_at, now_rfc3339),
+        then.add(&keys.hold_period, &format!("{}ms", hold.as_millis())),
+    ]
+}
+
+/// The resources `view` reloads for, with the container that gets each env-var marker.
+fn reload_targets<'a>(
+    view: &WorkloadView,
+    index: &'a Index,
+    opts: &DecideOptions,
+) -> Vec<(&'a ResourceView, usize)> {
+    candidate_resources(view, index)
+        .into_iter()
+        .filter_map(|resource| match decide(view, resource, opts) {
+            Decision::Reload { container, .. } => Some((resource, usize::from(container))),
+            Decision::Skip(_) => None,
+        })
+        .collect()
+}
+
+/// The operation that records `last` (a resource and its container) in the template's
+/// `last-reloaded-from` annotation, with the hash `view` records for it.
+fn annotation_marker_op(
+    template: &PodTemplateSpec,
+    pointer: &str,
+    view: &WorkloadView,
+    (last, container): (&ResourceView, usize),
+    keys: &AnnotationKeys,
+    now_unix: i64,
+) -> Value {
+    let hash = marker_hash(view, last);
+    let value = annotation_marker_value(&last.key, &hash, container_name(view, container), now_unix);
+    let metadata = template.metadata.as_ref();
+    let target = AnnotationsAt {
+        metadata: &format!("{pointer}/metadata"),
+        has_metadata: metadata.is_some(),
+        has_annotations: metadata.is_some_and(|m| m.annotations.is_some()),
+    };
+    target.add(&keys.last_reloaded_from, &value)
+}
+
+fn container_name(view: &WorkloadView, index: usize) -> &str {
+    view.containers.get(index).map_or("", |name| &**name)
+}
+
+/// Does `new`'s pod template differ from `old`'s (a rollout starts whatever the markers)?
+pub fn template_changes(old: &Value, new: &Value, pointer: &str) -> bool {
+    old.pointer(pointer) != new.pointer(pointer)
 }
 
 /// The resources of the workload's namespace that it might reload for, in key order: those
@@ -249,6 +392,19 @@ fn copy_env_markers(
     }
     for (container, entries) in added {
         let existing = new_containers[container].env.as_ref().map_or(0, Vec::len);
+        env_add_ops(pointer, container, existing, entries, ops);
+    }
+}
+
+/// [`env_add_ops`] for each container of `added`.
+fn append_env_entries(
+    pointer: &str,
+    containers: &[Container],
+    added: BTreeMap<usize, Vec<Value>>,
+    ops: &mut Vec<Value>,
+) {
+    for (container, entries) in added {
+        let existing = containers.get(container).map_or(0, |c| c.env.as_ref().map_or(0, Vec::len));
         env_add_ops(pointer, container, existing, entries, ops);
     }
 }

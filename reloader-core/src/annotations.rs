@@ -25,9 +25,23 @@ pub struct AnnotationKeys {
     pub(crate) spc_exclude: String,
     pub rollout_strategy: String,
     pub last_reloaded_from: String,
+    /// Our own, not configurable: the key filters (docs/beyond-stakater.md §10).
+    pub configmap_keys: String,
+    pub secret_keys: String,
+    /// Our own, not configurable: how long the admission webhook holds a release's rollout
+    /// (docs/beyond-stakater.md §11).
+    pub hold_period: String,
 }
 
 pub const LAST_RELOADED_FROM: &str = "reloader.stakater.com/last-reloaded-from";
+
+/// The ConfigMap key filter of a workload (docs/beyond-stakater.md §10).
+pub const CONFIGMAP_KEYS: &str = "reloader.stakater.com/configmap-keys";
+/// The Secret key filter of a workload (docs/beyond-stakater.md §10).
+pub const SECRET_KEYS: &str = "reloader.stakater.com/secret-keys";
+
+/// The hold the admission webhook puts on a Deployment's release (docs/beyond-stakater.md §11).
+pub const HOLD_PERIOD: &str = "reloader.stakater.com/hold-period";
 
 impl Default for AnnotationKeys {
     fn default() -> Self {
@@ -49,6 +63,9 @@ impl Default for AnnotationKeys {
             spc_exclude: "secretproviderclasses.exclude.reloader.stakater.com/reload".into(),
             rollout_strategy: "reloader.stakater.com/rollout-strategy".into(),
             last_reloaded_from: LAST_RELOADED_FROM.into(),
+            configmap_keys: CONFIGMAP_KEYS.into(),
+            secret_keys: SECRET_KEYS.into(),
+            hold_period: HOLD_PERIOD.into(),
         }
     }
 }

@@ -14,6 +14,7 @@ pub use problems::{AnnotationProblem, AnnotationSource, annotation_problems};
 
 use crate::annotations::{ReloadAnnotations, kind_index, parse_go_bool, split_list};
 use crate::hash::DELETE_MARKER_HASH;
+use crate::keys::{KeyDigests, KeySelection, filtered_hash, key_selection};
 use crate::markers::{MarkerAction, MarkerChange};
 use crate::model::{ContentHash, ReloadStrategy, ResourceKind};
 use crate::references::{NoMarkerContainer, marker_container, references_resource};
@@ -162,11 +163,36 @@ pub(crate) fn plan(
     event: ResourceEventKind,
     opts: &DecideOptions,
 ) -> Result<MarkerChange, SkipReason> {
+    plan_update(workload, resource, None, event, opts)
+}
+
+/// `plan`, knowing the per-key digests the resource had before this update: a key filter whose
+/// keys did not change writes nothing, even when the marker records another resource (the
+/// annotations strategy records only one).
+pub(crate) fn plan_update(
+    workload: &WorkloadView,
+    resource: &ResourceView,
+    previous_keys: Option<&KeyDigests>,
+    event: ResourceEventKind,
+    opts: &DecideOptions,
+) -> Result<MarkerChange, SkipReason> {
     let container = match decide(workload, resource, opts) {
         Decision::Reload { container, .. } => container,
         Decision::Skip(reason) => return Err(reason),
     };
-    let action = marker_action(event, resource.hash, opts.strategy);
+    let key = &resource.key;
+    let selection = key_selection(workload, key.kind, &key.name);
+    let hash = match &selection {
+        KeySelection::Whole => resource.hash,
+        keys => filtered_hash(&resource.keys, keys),
+    };
+    if let (ResourceEventKind::Updated, KeySelection::Keys(_), Some(previous)) =
+        (event, &selection, previous_keys)
+        && filtered_hash(previous, &selection) == hash
+    {
+        return Err(SkipReason::AlreadyCurrent);
+    }
+    let action = marker_action(event, hash, opts.strategy);
     if workload.markers.records(&resource.key, &action, opts.strategy) {
         return Err(SkipReason::AlreadyCurrent);
     }

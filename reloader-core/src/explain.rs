@@ -18,8 +18,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 pub use render::render_text;
 pub use report::Explanation;
 pub(crate) use report::{
-    AnnotationSummary, DecisionSummary, MarkerState, MarkerSummary, OtherMarker, PatternSummary,
-    ReferenceSummary, ResourceExplanation, SettingsSummary, WorkloadSummary,
+    AnnotationSummary, DecisionSummary, KeyFilterSummary, MarkerState, MarkerSummary, OtherMarker,
+    PatternSummary, ReferenceSummary, ResourceExplanation, SettingsSummary, WorkloadSummary,
 };
 
 use crate::annotations::{AnnotationKeys, ReloadAnnotations, kind_index};
@@ -27,6 +27,7 @@ use crate::decide::{
     AnnotationProblem, AnnotationSource, DecideOptions, Decision, ExplicitEntry, annotation_problems, decide,
     effective_rules, explicit_entries,
 };
+use crate::keys::{KeySelection, filter_annotation, key_selection, marker_hash, parse_key_filter};
 use crate::model::{ContainerRef, ContentHash, RefVia, ResourceKey, ResourceKind};
 use crate::views::{ResourceView, WorkloadView};
 use crate::workload::Workload;
@@ -44,6 +45,9 @@ pub struct ExplainSettings {
     pub dry_run: bool,
     /// `--webhook-url`: changes are POSTed there instead of reloading workloads.
     pub webhook_only: bool,
+    /// The admission webhook with a coalescing window: a release that changes the template and
+    /// a resource together rolls once (docs/beyond-stakater.md §11).
+    pub one_rollout_per_release: bool,
     pub scope: Scope,
 }
 
@@ -111,6 +115,7 @@ pub fn explain(input: &ExplainInput<'_>) -> Explanation {
             reload_on_create: settings.reload_on_create,
             dry_run: settings.dry_run,
             webhook_only: settings.webhook_only,
+            one_rollout_per_release: settings.one_rollout_per_release,
         },
         annotations: AnnotationSummary {
             workload: workload_annotations(view, keys),
@@ -232,13 +237,14 @@ fn explain_resource(
     let resource = found.cloned().unwrap_or_else(|| ResourceView {
         key: key.clone(),
         hash: ContentHash([0; 20]),
+        keys: Default::default(),
         matched: false,
         ignored: false,
         version: None,
     });
     let decision = decide(view, &resource, &settings.decide);
     let container_name = |index: u16| view.containers.get(usize::from(index)).map(ToString::to_string);
-    let marker = markers::marker_summary(view, key, found.map(|r| r.hash), settings);
+    let marker = markers::marker_summary(view, key, found.map(|r| marker_hash(view, r)), settings);
     let not_watched =
         settings.scope.kinds.get(&key.kind).or_else(|| settings.scope.resources.get(key)).cloned();
     let reloads_on_controller_start = found.is_some()
@@ -281,11 +287,38 @@ fn explain_resource(
             .collect(),
         not_watched,
         decision: summary,
-        current_hash: found.map(|r| r.hash.to_hex()),
+        current_hash: found.map(|r| marker_hash(view, r).to_hex()),
+        key_filter: key_filter_summary(view, &resource, &settings.keys),
         marker,
         reloads_on_controller_start,
         next_change,
     }
+}
+
+/// docs/beyond-stakater.md §10: the filter of the resource's type and the keys it hashes.
+fn key_filter_summary(
+    view: &WorkloadView,
+    resource: &ResourceView,
+    keys: &AnnotationKeys,
+) -> Option<KeyFilterSummary> {
+    let kind = resource.key.kind;
+    let value = filter_annotation(view, kind)?;
+    let annotation = match kind {
+        ResourceKind::ConfigMap => &keys.configmap_keys,
+        _ => &keys.secret_keys,
+    };
+    let selection = key_selection(view, kind, &resource.key.name);
+    let patterns = match &selection {
+        KeySelection::Whole => None,
+        KeySelection::Keys(patterns) => Some(patterns.iter().map(|p| p.as_str().to_owned()).collect()),
+    };
+    Some(KeyFilterSummary {
+        annotation: annotation.clone(),
+        value: value.to_owned(),
+        valid: parse_key_filter(value).is_ok(),
+        patterns,
+        hashed_keys: selection.hashed_keys(&resource.keys).map(str::to_owned).collect(),
+    })
 }
 
 fn reference_summary(

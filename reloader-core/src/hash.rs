@@ -5,6 +5,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use sha1::{Digest, Sha1};
 
+use crate::keys::KeyDigests;
 use crate::model::ContentHash;
 
 /// SHA-1 of `__RELOADER_EMPTY_DELETE_MARKER__`: the annotation-strategy marker of a deleted resource.
@@ -52,6 +53,24 @@ pub fn configmap_hash<'a>(
 /// Secret: `k=<decoded bytes>` per `data` key. `type`, `stringData` and metadata are not hashed.
 pub fn secret_hash<'a>(data: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> ContentHash {
     hash_entries(data.into_iter().map(|(k, v)| entry(k, v)).collect())
+}
+
+/// ConfigMap, key by key: the SHA-1 of each entry [`configmap_hash`] reads (docs/beyond-stakater.md §10).
+pub fn configmap_key_digests<'a>(
+    data: impl IntoIterator<Item = (&'a str, &'a str)>,
+    binary_data: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+) -> KeyDigests {
+    let mut digests: Vec<(Box<str>, ContentHash)> =
+        data.into_iter().map(|(k, v)| (k.into(), sha1(&entry(k, v.as_bytes())))).collect();
+    digests.extend(
+        binary_data.into_iter().map(|(k, v)| (k.into(), sha1(&entry(k, STANDARD.encode(v).as_bytes())))),
+    );
+    KeyDigests::new(digests)
+}
+
+/// Secret, key by key: the SHA-1 of each entry [`secret_hash`] reads.
+pub fn secret_key_digests<'a>(data: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> KeyDigests {
+    KeyDigests::new(data.into_iter().map(|(k, v)| (k.into(), sha1(&entry(k, v)))).collect())
 }
 
 /// SecretProviderClassPodStatus: `ID=Version` per `status.objects[]`, plus

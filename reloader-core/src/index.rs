@@ -27,8 +27,10 @@ use std::hash::{Hash, Hasher};
 use crate::annotations::{ReloadAnnotations, kind_index};
 use crate::decide::{
     DecideOptions, Decision, ExplicitEntry, ResourceEventKind, SkipReason, decide, explicit_entries, plan,
+    plan_update,
 };
 use crate::hash::DELETE_MARKER_HASH;
+use crate::keys::{KeyDigests, marker_hash};
 use crate::markers::MarkerChange;
 use crate::model::{ContentHash, ResourceKey, ResourceKind, ResourceVersion, WorkloadKey};
 use crate::views::{ResourceView, WorkloadView};
@@ -116,7 +118,12 @@ impl Index {
         if let Some(LastChange { at, .. }) = last_change {
             self.latest_change = self.latest_change.max(Some(at));
         }
-        self.resources.replace(StoredResource { view, last_change });
+        let previous_keys = match change {
+            ResourceChange::ContentChanged { .. } => stored.map(|old| old.view.keys.clone()),
+            _ => stored.and_then(|old| old.previous_keys.clone()),
+        }
+        .filter(|keys| *keys != view.keys);
+        self.resources.replace(StoredResource { view, last_change, previous_keys });
         change
     }
 
@@ -202,10 +209,14 @@ impl Index {
             let created = self.workloads.ids.get(&workload.key).and_then(|&id| self.workloads.created(id));
             matches!((created, resource.version), (Some(created), Some(changed)) if created > changed)
         };
+        let previous_keys =
+            self.resources.get(&resource.key).and_then(|stored| stored.previous_keys.as_ref());
         self.candidates(&resource.key)
             .into_iter()
             .filter(|workload| !created_after(workload))
-            .map(|workload| (workload.key.clone(), plan(workload, resource, event, opts)))
+            .map(|workload| {
+                (workload.key.clone(), plan_update(workload, resource, previous_keys, event, opts))
+            })
             .collect()
     }
 
@@ -305,7 +316,9 @@ impl Index {
             for id in self.lookup.candidate_ids(&resource.key) {
                 let Some(workload) = self.workloads.get(id) else { continue };
                 let stale = match workload.markers.recorded_hash(&resource.key, opts.strategy) {
-                    Some(recorded) => recorded != resource.hash && recorded != DELETE_MARKER_HASH,
+                    Some(recorded) => {
+                        recorded != marker_hash(workload, resource) && recorded != DELETE_MARKER_HASH
+                    }
                     None => false,
                 };
                 if !stale {
@@ -339,6 +352,9 @@ struct StoredResource {
     view: ResourceView,
     /// `None` when unknown: listed at start-up, or a version that does not parse.
     last_change: Option<LastChange>,
+    /// The per-key digests before the last content change, kept only while some key differs,
+    /// so a key filter can tell whether its keys changed (docs/beyond-stakater.md §10).
+    previous_keys: Option<KeyDigests>,
 }
 
 /// When a resource's content last changed, and how.

@@ -1,6 +1,7 @@
 //! The pure heart of reloader: everything that decides, and nothing that talks to a cluster.
 //!
 //! - [`hash`]: Stakater-compatible content hashes and [`naming`]: the env-var marker names.
+//! - [`keys`]: key filters, the opt-in hash of some keys only (docs/beyond-stakater.md §10).
 //! - [`annotations`]: the annotation keys and how their values parse.
 //! - `references` (internal): which ConfigMaps/Secrets a pod spec uses, which container gets
 //!   the marker.
@@ -24,6 +25,7 @@ pub mod explain;
 pub mod hash;
 pub mod index;
 pub mod json_patch;
+pub mod keys;
 pub mod markers;
 pub mod model;
 pub mod naming;

@@ -1,7 +1,9 @@
 //! Which ConfigMaps, Secrets and SecretProviderClasses a pod spec uses (docs/compatibility.md §4.4), and
 //! which container gets the env-var marker.
 
-use k8s_openapi::api::core::v1::{Container, PodSpec};
+use k8s_openapi::api::core::v1::{Container, KeyToPath, PodSpec};
+
+use crate::keys::KeyUse;
 
 use crate::model::{ContainerRef, RefVia, Reference, ResourceKind};
 
@@ -44,6 +46,69 @@ pub(crate) fn discover_references(spec: &PodSpec) -> Vec<Reference> {
         env_references(container, at, &mut refs);
     }
     refs
+}
+
+/// Which keys of its ConfigMaps/Secrets `spec` reads (docs/beyond-stakater.md §10): one entry per
+/// `configMapKeyRef`/`secretKeyRef` and per volume `items` key, and a `key: None` entry for every
+/// use of a whole resource (`envFrom`, a volume or projected source without `items`).
+pub(crate) fn discover_key_uses(spec: &PodSpec) -> Vec<KeyUse> {
+    let mut uses = Vec::new();
+    let mut push_items = |kind, name: &str, items: Option<&Vec<KeyToPath>>| match items {
+        Some(items) if !items.is_empty() => uses.extend(items.iter().map(|i| KeyUse {
+            kind,
+            name: name.into(),
+            key: Some(i.key.as_str().into()),
+        })),
+        _ => uses.push(KeyUse { kind, name: name.into(), key: None }),
+    };
+    for volume in spec.volumes.iter().flatten() {
+        if let Some(cm) = &volume.config_map {
+            push_items(ResourceKind::ConfigMap, &cm.name, cm.items.as_ref());
+        }
+        if let Some(secret) = &volume.secret {
+            push_items(
+                ResourceKind::Secret,
+                secret.secret_name.as_deref().unwrap_or_default(),
+                secret.items.as_ref(),
+            );
+        }
+        for source in volume.projected.iter().flat_map(|p| p.sources.iter().flatten()) {
+            if let Some(cm) = &source.config_map {
+                push_items(ResourceKind::ConfigMap, &cm.name, cm.items.as_ref());
+            }
+            if let Some(secret) = &source.secret {
+                push_items(ResourceKind::Secret, &secret.name, secret.items.as_ref());
+            }
+        }
+    }
+    let containers = spec.containers.iter().chain(spec.init_containers.iter().flatten());
+    for container in containers {
+        for from in container.env.iter().flatten().filter_map(|e| e.value_from.as_ref()) {
+            if let Some(r) = &from.config_map_key_ref {
+                uses.push(KeyUse {
+                    kind: ResourceKind::ConfigMap,
+                    name: r.name.as_str().into(),
+                    key: Some(r.key.as_str().into()),
+                });
+            }
+            if let Some(r) = &from.secret_key_ref {
+                uses.push(KeyUse {
+                    kind: ResourceKind::Secret,
+                    name: r.name.as_str().into(),
+                    key: Some(r.key.as_str().into()),
+                });
+            }
+        }
+        for from in container.env_from.iter().flatten() {
+            if let Some(r) = &from.config_map_ref {
+                uses.push(KeyUse { kind: ResourceKind::ConfigMap, name: r.name.as_str().into(), key: None });
+            }
+            if let Some(r) = &from.secret_ref {
+                uses.push(KeyUse { kind: ResourceKind::Secret, name: r.name.as_str().into(), key: None });
+            }
+        }
+    }
+    uses
 }
 
 fn env_references(container: &Container, at: ContainerRef, refs: &mut Vec<Reference>) {

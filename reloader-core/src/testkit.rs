@@ -314,6 +314,7 @@ pub fn resource(kind: ResourceKind, name: &str) -> ResourceView {
     ResourceView {
         key: ResourceKey::new(kind, NS, name),
         hash: hash(&format!("{kind}/{name} v1")),
+        keys: Default::default(),
         matched: false,
         ignored: false,
         version: None,

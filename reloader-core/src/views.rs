@@ -10,15 +10,18 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::annotations::{AnnotationKeys, ReloadAnnotations};
+use crate::keys::{KeyDigests, KeyUse};
 use crate::markers::Markers;
 use crate::model::{ContentHash, Reference, ResourceKey, ResourceVersion, WorkloadKey, WorkloadKind};
-use crate::references::discover_references;
+use crate::references::{discover_key_uses, discover_references};
 
 /// What the index keeps of a ConfigMap/Secret/SecretProviderClass: no data at all.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourceView {
     pub key: ResourceKey,
     pub hash: ContentHash,
+    /// Per-key digests, for key filters (empty for a SecretProviderClass).
+    pub keys: KeyDigests,
     /// The resource carries the match annotation with the exact value `"true"`.
     pub matched: bool,
     /// The resource carries the ignore annotation with the exact value `"true"`.
@@ -51,8 +54,15 @@ pub struct WorkloadView {
     pub pause_period: Option<Box<str>>,
     /// The raw paused-at annotation (RFC 3339), written by reloader when it paused the workload.
     pub paused_at: Option<Box<str>>,
+    /// The hold period the admission webhook set with `paused-at` (docs/beyond-stakater.md §11).
+    pub hold_period: Option<Box<str>>,
     /// Argo Rollouts `rollout-strategy: restart`.
     pub restart_strategy: bool,
+    /// The raw key-filter annotations (ConfigMap, Secret), from the workload's metadata or else
+    /// its pod template (docs/beyond-stakater.md §10).
+    pub key_filters: [Option<Box<str>>; 2],
+    /// The keys the pod spec reads one by one; kept only when a key filter is set.
+    pub key_uses: Vec<KeyUse>,
     /// The `resourceVersion` of the object this view was built from, if it parses: on a watch's
     /// ADDED event, the version that created it (docs/behaviour.md §G).
     pub version: Option<ResourceVersion>,
@@ -68,6 +78,8 @@ impl WorkloadView {
             && self.containers == other.containers
             && self.has_template == other.has_template
             && self.suspended == other.suspended
+            && self.key_filters == other.key_filters
+            && self.key_uses == other.key_uses
     }
 }
 
@@ -90,6 +102,14 @@ pub fn build_view(parts: WorkloadParts<'_>, keys: &AnnotationKeys) -> WorkloadVi
     let template_annotations =
         template.and_then(|t| t.metadata.as_ref()).and_then(|m| m.annotations.as_ref());
     let spec = template.and_then(|t| t.spec.as_ref());
+    let filter = |k: &str| {
+        get(k).or_else(|| template_annotations.and_then(|a| a.get(k)).map(|v| Box::<str>::from(v.as_str())))
+    };
+    let key_filters = [filter(&keys.configmap_keys), filter(&keys.secret_keys)];
+    let key_uses = match (&key_filters, spec) {
+        ([None, None], _) | (_, None) => Vec::new(),
+        (_, Some(spec)) => discover_key_uses(spec),
+    };
     WorkloadView {
         key: WorkloadKey::new(
             kind,
@@ -108,7 +128,10 @@ pub fn build_view(parts: WorkloadParts<'_>, keys: &AnnotationKeys) -> WorkloadVi
         paused,
         pause_period: get(&keys.pause_period),
         paused_at: get(&keys.paused_at),
+        hold_period: get(&keys.hold_period),
         restart_strategy: get(&keys.rollout_strategy).is_some_and(|s| s.trim() == "restart"),
+        key_filters,
+        key_uses,
         version: meta.resource_version.as_deref().and_then(ResourceVersion::parse),
     }
 }

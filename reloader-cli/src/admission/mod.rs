@@ -52,6 +52,8 @@ pub(crate) struct AdmissionState {
     /// The workload kinds this controller rolls.
     pub(crate) kinds: EnabledKinds,
     pub(crate) metrics: Arc<Metrics>,
+    /// `--coalesce-period`: how long a release's rollout is held (docs/beyond-stakater.md §11).
+    pub(crate) hold: Duration,
 }
 
 /// How often the certificate files are checked for a renewal.

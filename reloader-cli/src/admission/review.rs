@@ -8,7 +8,9 @@ use std::sync::Mutex;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::core::gvk::GroupVersionKind;
-use reloader_core::admission::{opted_out, preserve_markers, stamp_markers};
+use reloader_core::admission::{
+    hold_release, opted_out, preserve_markers, refresh_markers, stamp_markers, template_changes,
+};
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::model::WorkloadKind;
 use reloader_core::views::WorkloadView;
@@ -86,7 +88,26 @@ fn operations(
             }
             let Some(old) = &request.old_object else { return Ok(None) };
             let pointer = crate::kinds::info(kind).template_pointer;
-            Ok(Some(preserve_markers(kind, pointer, &serde_json::to_value(old)?, &new, keys)))
+            let old = serde_json::to_value(old)?;
+            let mut ops = preserve_markers(kind, pointer, &old, &new, keys);
+            // docs/beyond-stakater.md §11: an update that rolls the workload anyway carries the
+            // current hashes, so a release changing the template and a ConfigMap rolls once.
+            let namespace = request.namespace.as_deref().unwrap_or_default();
+            if kind != WorkloadKind::Job && ctx.scope.contains(namespace) {
+                let mut patched = new;
+                let preserved = serde_json::from_value::<json_patch::Patch>(Value::Array(ops.clone()))?;
+                if json_patch::patch(&mut patched, &preserved).is_ok()
+                    && template_changes(&old, &patched, pointer)
+                {
+                    let view = view_of(kind, &patched, keys)?;
+                    let now = chrono::Utc::now().timestamp();
+                    let index = ctx.index.read().expect("index lock");
+                    ops.extend(refresh_markers(&patched, pointer, &view, &index, &ctx.decide, keys, now));
+                    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+                    ops.extend(hold_release(&patched, &view, &index, &ctx.decide, keys, ctx.hold, &now));
+                }
+            }
+            Ok(Some(ops))
         }
         Operation::Create => {
             // A CREATE may leave the namespace to the request's URL.

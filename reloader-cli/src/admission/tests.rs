@@ -29,6 +29,7 @@ fn state() -> Arc<AdmissionState> {
         scope: ScopeFilter::new(&NamespaceScope::All { ignore: Vec::new(), selector: None }),
         kinds: EnabledKinds::of(&WorkloadKind::ALL),
         metrics: Metrics::new(false),
+        hold: std::time::Duration::ZERO,
     })
 }
 

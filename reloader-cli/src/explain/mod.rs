@@ -185,6 +185,7 @@ pub async fn explain_workload(
         reload_on_create: options.reload_on_create,
         dry_run: options.dry_run,
         webhook_only: options.webhook_url.is_some(),
+        one_rollout_per_release: options.admission_webhook.is_some() && !options.coalesce_period.is_zero(),
         scope: scope::of_settings(options, key.kind, namespace),
     };
     if settings.scope.workload.is_none()

@@ -234,6 +234,7 @@ impl Reconciler {
                 v.metadata_rules != p.metadata_rules
                     || v.template_rules != p.template_rules
                     || v.references != p.references
+                    || v.key_filters != p.key_filters
             })
         });
         drop(index);

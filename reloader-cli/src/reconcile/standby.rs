@@ -75,6 +75,7 @@ mod tests {
         ResourceView {
             key: ResourceKey::new(ResourceKind::ConfigMap, "ns", name),
             hash: ContentHash::from_hex(hash).unwrap(),
+            keys: Default::default(),
             matched: false,
             ignored: false,
             version: None,

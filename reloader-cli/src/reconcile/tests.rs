@@ -69,6 +69,7 @@ fn configmap(namespace: &str, name: &str, hash: &str) -> ResourceView {
     ResourceView {
         key: ResourceKey::new(ResourceKind::ConfigMap, namespace, name),
         hash: ContentHash::from_hex(hash).unwrap(),
+        keys: Default::default(),
         matched: false,
         ignored: false,
         version: None,

@@ -376,6 +376,7 @@ fn index(resources: &[(ResourceKey, ContentHash)]) -> Index {
         index.upsert_resource(ResourceView {
             key: key.clone(),
             hash: *hash,
+            keys: Default::default(),
             matched: false,
             ignored: false,
             version: None,
@@ -525,6 +526,7 @@ fn explicit_lists_and_namespaces() {
         index.upsert_resource(ResourceView {
             key: cm(),
             hash: H1,
+            keys: Default::default(),
             matched: false,
             ignored: true,
             version: None,
@@ -568,5 +570,117 @@ fn template_pointer(kind: WorkloadKind) -> &'static str {
     match kind {
         WorkloadKind::CronJob => "/spec/jobTemplate/spec/template",
         _ => "/spec/template",
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// UPDATE that changes the template: refresh (docs/beyond-stakater.md §11)
+
+#[test]
+fn a_release_update_carries_the_current_hashes() {
+    use ReloadStrategy::{Annotations, EnvVars};
+    let current = index(&[(cm(), H2), (secret(), H3)]);
+    let release = |env, annotations| {
+        object(
+            WorkloadKind::Deployment,
+            json!({AUTO: "true"}),
+            template(annotations, vec![container("app", env)]),
+        )
+    };
+    let (env_cm, env_secret) = (ENV_CM, ENV_SECRET);
+    let cases: Vec<(&str, ReloadStrategy, Value, Value)> = vec![
+        (
+            "stale env markers are replaced in place",
+            EnvVars,
+            release(
+                json!([env("RELEASE", "2"), env(env_cm, &H1.to_hex()), env(env_secret, &H3.to_hex())]),
+                Value::Null,
+            ),
+            json!({"RELEASE": "2", env_cm: H2.to_hex(), env_secret: H3.to_hex()}),
+        ),
+        (
+            "missing env markers are added",
+            EnvVars,
+            release(json!([env("RELEASE", "2")]), Value::Null),
+            json!({"RELEASE": "2", env_cm: H2.to_hex(), env_secret: H3.to_hex()}),
+        ),
+        (
+            "a stale annotation marker is replaced",
+            Annotations,
+            release(json!([env("RELEASE", "2")]), json!({LAST: marker(&cm(), H1, "app")})),
+            json!({"RELEASE": "2"}),
+        ),
+    ];
+    for (what, strategy, new, want_env) in cases {
+        let opts = DecideOptions { strategy, ..DecideOptions::default() };
+        let view = view_of(WorkloadKind::Deployment, &new);
+        let ops = refresh_markers(&new, "/spec/template", &view, &current, &opts, &keys(), NOW);
+        let patched = apply(&new, &ops);
+        let env: serde_json::Map<String, Value> = patched["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["name"].as_str().unwrap().to_owned(), e["value"].clone()))
+            .collect();
+        assert_eq!(Value::Object(env), want_env, "{what}");
+        if strategy == Annotations {
+            let recorded =
+                patched.pointer("/spec/template/metadata/annotations").unwrap()[LAST].as_str().unwrap();
+            assert_eq!(recorded, marker(&secret(), H3, "app"), "{what}: the last resource, current");
+        }
+        // Refreshed once, nothing more to do.
+        assert_eq!(
+            refresh_markers(
+                &patched,
+                "/spec/template",
+                &view_of(WorkloadKind::Deployment, &patched),
+                &current,
+                &opts,
+                &keys(),
+                NOW
+            ),
+            Vec::<Value>::new(),
+            "{what}"
+        );
+    }
+    let old = release(json!([env("RELEASE", "1")]), Value::Null);
+    assert!(template_changes(&old, &release(json!([env("RELEASE", "2")]), Value::Null), "/spec/template"));
+    assert!(!template_changes(&old, &old.clone(), "/spec/template"));
+}
+
+#[test]
+fn a_release_update_of_a_deployment_is_held_for_the_window() {
+    let current = index(&[(cm(), H2)]);
+    let opts = DecideOptions::default();
+    let hold = std::time::Duration::from_secs(2);
+    let now = "2024-08-07T03:06:40Z";
+    let deployment = |annotations: Value, paused: Option<bool>| {
+        let mut object = object(
+            WorkloadKind::Deployment,
+            annotations,
+            template(Value::Null, vec![container("app", Value::Null)]),
+        );
+        if let Some(paused) = paused {
+            object["spec"]["paused"] = json!(paused);
+        }
+        object
+    };
+    let held = |object: &Value, kind: WorkloadKind, hold| {
+        hold_release(object, &view_of(kind, object), &current, &opts, &keys(), hold, now)
+    };
+    let reloading = deployment(json!({AUTO: "true"}), None);
+    let patched = apply(&reloading, &held(&reloading, WorkloadKind::Deployment, hold));
+    assert_eq!(patched["spec"]["paused"], json!(true));
+    assert_eq!(patched["metadata"]["annotations"]["deployment.reloader.stakater.com/paused-at"], json!(now));
+    assert_eq!(patched["metadata"]["annotations"]["reloader.stakater.com/hold-period"], json!("2000ms"));
+    assert_eq!(patched["metadata"]["annotations"][AUTO], json!("true"), "other annotations stay");
+    let none: Vec<(&str, Value, WorkloadKind, std::time::Duration)> = vec![
+        ("no window", reloading.clone(), WorkloadKind::Deployment, std::time::Duration::ZERO),
+        ("already paused", deployment(json!({AUTO: "true"}), Some(true)), WorkloadKind::Deployment, hold),
+        ("reloads for nothing", deployment(Value::Null, None), WorkloadKind::Deployment, hold),
+        ("not a Deployment", reloading.clone(), WorkloadKind::StatefulSet, hold),
+    ];
+    for (what, object, kind, hold) in none {
+        assert_eq!(held(&object, kind, hold), Vec::<Value>::new(), "{what}");
     }
 }

@@ -7,6 +7,7 @@ use std::fmt;
 use super::explicit::{ExplicitEntry, compile, explicit_entries, short_regex_error};
 use crate::annotations::{AnnotationKeys, ReloadAnnotations, kind_index};
 use crate::duration::{DurationError, parse_pause_period};
+use crate::keys::{KeyFilterError, filter_annotation, parse_key_filter};
 use crate::model::{ResourceKind, WorkloadKind};
 use crate::naming::env_var_name;
 use crate::views::WorkloadView;
@@ -39,6 +40,8 @@ pub enum AnnotationProblem {
     EnvVarCollision { kind: ResourceKind, env_var: Box<str>, names: Vec<Box<str>> },
     /// A Deployment's pause period that is not a Go duration: reloads happen, without a pause.
     InvalidPausePeriod { key: Box<str>, error: DurationError },
+    /// A key filter that does not parse: the whole object is hashed (docs/beyond-stakater.md §10).
+    InvalidKeyFilter { key: Box<str>, error: KeyFilterError },
 }
 
 impl fmt::Display for AnnotationProblem {
@@ -69,13 +72,18 @@ impl fmt::Display for AnnotationProblem {
             AnnotationProblem::InvalidPausePeriod { key, error } => {
                 write!(f, "annotation {key} on the workload: {error}; reloads happen without a pause")
             }
+            AnnotationProblem::InvalidKeyFilter { key, error } => write!(
+                f,
+                "annotation {key} on the workload: {error}; every key is hashed, as without the annotation"
+            ),
         }
     }
 }
 
 /// Every problem in the reloader annotations of `view`, in a stable order: invalid entries
 /// (metadata before template, ConfigMap before Secret before SecretProviderClass, list order),
-/// then env-var collisions by kind and env-var name, then an invalid pause period.
+/// then env-var collisions by kind and env-var name, then an invalid pause period, then invalid
+/// key filters (ConfigMap before Secret).
 pub fn annotation_problems(view: &WorkloadView, keys: &AnnotationKeys) -> Vec<AnnotationProblem> {
     let sources = [
         (AnnotationSource::WorkloadMetadata, &view.metadata_rules),
@@ -100,7 +108,20 @@ pub fn annotation_problems(view: &WorkloadView, keys: &AnnotationKeys) -> Vec<An
     }
     problems.extend(env_var_collisions(view, &sources.map(|(_, rules)| rules)));
     problems.extend(invalid_pause_period(view, keys));
+    problems.extend(invalid_key_filters(view, keys));
     problems
+}
+
+fn invalid_key_filters<'a>(
+    view: &'a WorkloadView,
+    keys: &'a AnnotationKeys,
+) -> impl Iterator<Item = AnnotationProblem> + 'a {
+    [(ResourceKind::ConfigMap, &keys.configmap_keys), (ResourceKind::Secret, &keys.secret_keys)]
+        .into_iter()
+        .filter_map(|(kind, key)| {
+            let error = parse_key_filter(filter_annotation(view, kind)?).err()?;
+            Some(AnnotationProblem::InvalidKeyFilter { key: key.as_str().into(), error })
+        })
 }
 
 /// The pause period is read from a Deployment's own metadata, and only there (docs/compatibility.md §3).

@@ -3,7 +3,9 @@
 
 use std::fmt::Write as _;
 
-use super::{Explanation, MarkerState, MarkerSummary, ReferenceSummary, ResourceExplanation};
+use super::{
+    Explanation, KeyFilterSummary, MarkerState, MarkerSummary, ReferenceSummary, ResourceExplanation,
+};
 
 /// Rows of `label: value`, the values aligned; a row with an empty label continues the previous one.
 #[derive(Default)]
@@ -104,6 +106,9 @@ fn workload_section(explanation: &Explanation) -> Section {
     if s.webhook_only {
         settings.push_str(", --webhook-url set");
     }
+    if s.one_rollout_per_release {
+        settings.push_str(", one rollout per release (admission webhook and --coalesce-period)");
+    }
     section.row("Controller", settings);
     if let Some(period) = &w.pause_period {
         section
@@ -184,6 +189,9 @@ fn resource_section(explanation: &Explanation, r: &ResourceExplanation) -> Secti
     if r.decision.reload {
         section.row("Recorded in", place(&r.marker, r.decision.container.as_deref()));
     }
+    if let Some(filter) = &r.key_filter {
+        section.row("Key filter", key_filter(filter));
+    }
     section.row(
         "Data hash now",
         r.current_hash.clone().unwrap_or_else(|| "none (it does not exist)".to_owned()),
@@ -191,6 +199,19 @@ fn resource_section(explanation: &Explanation, r: &ResourceExplanation) -> Secti
     section.row("Last recorded", recorded(r));
     section.row("Next change", r.next_change.clone());
     section
+}
+
+fn key_filter(f: &KeyFilterSummary) -> String {
+    let keys = if f.hashed_keys.is_empty() { "none".to_owned() } else { f.hashed_keys.join(", ") };
+    match (&f.patterns, f.valid) {
+        (Some(patterns), _) => {
+            format!("{} = {:?}: hashes only {keys} (patterns {})", f.annotation, f.value, patterns.join(", "))
+        }
+        (None, true) => {
+            format!("{} = {:?} does not filter this resource: every key is hashed", f.annotation, f.value)
+        }
+        (None, false) => format!("{} = {:?} is invalid: every key is hashed", f.annotation, f.value),
+    }
 }
 
 fn reference(r: &ReferenceSummary) -> String {

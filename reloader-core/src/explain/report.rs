@@ -15,7 +15,7 @@ use serde::Serialize;
 ///                 "not_watched": null | "<why a controller with these flags ignores it>",
 ///                 "pause_period": null | "<raw annotation value>" },
 ///   "settings": { "strategy": "env-vars" | "annotations", "auto_reload_all", "reload_on_create",
-///                 "dry_run", "webhook_only" },
+///                 "dry_run", "webhook_only", "one_rollout_per_release" (only when true) },
 ///   "annotations": {
 ///     "workload": { "<key>": "<raw value>", .. },      // reloader annotations on the workload
 ///     "pod_template": { "<key>": "<raw value>", .. },  // and on its pod template
@@ -33,7 +33,9 @@ use serde::Serialize;
 ///     "decision": { "reload": bool, "rule": null | "explicit" | "search_match" | "auto" | "typed_auto"
 ///                   | "auto_reload_all", "skip_reason": null | "<reloader_skipped_total reason>",
 ///                   "container": null | "<container that gets the marker>", "because": "<sentence>" },
-///     "current_hash": null | "<40 hex digits>",
+///     "current_hash": null | "<40 hex digits>",          // the filtered hash under a key filter
+///     "key_filter": { "annotation", "value", "valid": bool, "patterns": null | ["<pattern>"],
+///                     "hashed_keys": ["<key>"] },     // only when the workload has a filter
 ///     "marker": { "env_var": null | "STAKATER_..", "annotation": null | "<key>",
 ///                 "container": null | "<name>", "recorded": null | "<value>",
 ///                 "state": "none" | "current" | "different" | "delete_marker", "matches_current": bool },
@@ -74,6 +76,9 @@ pub(crate) struct SettingsSummary {
     pub(crate) reload_on_create: bool,
     pub(crate) dry_run: bool,
     pub(crate) webhook_only: bool,
+    /// Shown only when on, so the output of other configurations is unchanged.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) one_rollout_per_release: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -95,6 +100,19 @@ pub(crate) struct PatternSummary {
     pub(crate) matches: Vec<String>,
 }
 
+/// A key filter (docs/beyond-stakater.md §10) and what it hashes of one resource.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct KeyFilterSummary {
+    pub(crate) annotation: String,
+    pub(crate) value: String,
+    /// False: the value does not parse, the whole object is hashed.
+    pub(crate) valid: bool,
+    /// The patterns that apply to this resource; `None`: the whole object is hashed.
+    pub(crate) patterns: Option<Vec<String>>,
+    /// The keys of the resource now hashed into the marker (every key when unfiltered).
+    pub(crate) hashed_keys: Vec<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct ResourceExplanation {
     pub(crate) kind: String,
@@ -106,6 +124,9 @@ pub(crate) struct ResourceExplanation {
     pub(crate) references: Vec<ReferenceSummary>,
     pub(crate) decision: DecisionSummary,
     pub(crate) current_hash: Option<String>,
+    /// The key filter of this resource's type, when the workload carries one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) key_filter: Option<KeyFilterSummary>,
     pub(crate) marker: MarkerSummary,
     pub(crate) reloads_on_controller_start: bool,
     pub(crate) next_change: String,

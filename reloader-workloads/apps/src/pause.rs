@@ -36,7 +36,13 @@ pub fn pause_deadline(view: &WorkloadView) -> Option<PauseDeadline> {
         paused_at: chrono::DateTime::parse_from_rfc3339(paused_at)
             .map(SystemTime::from)
             .unwrap_or(SystemTime::UNIX_EPOCH),
-        period: view.pause_period.as_deref().and_then(period_of).unwrap_or(Duration::ZERO),
+        // A hold by the admission webhook (docs/beyond-stakater.md §11) when no pause period.
+        period: view
+            .pause_period
+            .as_deref()
+            .and_then(period_of)
+            .or_else(|| view.hold_period.as_deref().and_then(period_of))
+            .unwrap_or(Duration::ZERO),
     })
 }
 

@@ -66,10 +66,13 @@ impl<K: AppsKind> Workload for AppsWorkload<'_, K> {
         if !K::PAUSABLE || pause::paused_at(self.metadata(), ctx.keys).is_none() {
             return None;
         }
-        let body = json!({
+        let mut body = json!({
             "metadata": {"annotations": {ctx.keys.paused_at.clone(): null}},
             "spec": {"paused": false},
         });
+        if self.metadata().annotations.as_ref().is_some_and(|a| a.contains_key(&ctx.keys.hold_period)) {
+            body["metadata"]["annotations"][ctx.keys.hold_period.as_str()] = Value::Null;
+        }
         Some(WorkloadWrite::Patch { kind: PatchKind::Merge, body })
     }
 }

@@ -41,7 +41,7 @@ pub use observe::{
 };
 pub use reloader_core::model::ResourceKind;
 pub use resources::{
-    ResourceRef, Resources, expected_env_var, stakater_hash_configmap, stakater_hash_secret,
+    ResourceRef, Resources, expected_env_var, filtered_hash, stakater_hash_configmap, stakater_hash_secret,
 };
 pub use rollout::wait_rolled_out;
 pub use setup::{

@@ -11,17 +11,18 @@
 //!
 //! Build the binary first: `cargo build -p reloader-cli`.
 
+#[path = "support/webhook.rs"]
+mod webhook;
+
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Client, Config};
-use reloader_harness::{ControlPlane, NotYet, Reloader, free_port, wait_until};
+use kube::Client;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use reloader_harness::{NotYet, Reloader, free_port, wait_until};
 use reloader_tests::fixtures::{ResourceRef, TestEnv, expected_env_var, negative_wait};
-use reloader_tests::fixtures_extra::WebhookCertificates;
 use serde_json::{Value, json};
+use webhook::{Registration, certificates, healthz, start_reloader, swap_file, webhook_args};
 
 const CONFIG: &str = "app-config";
 const RELOAD_TIMEOUT: Duration = Duration::from_secs(60);
@@ -29,100 +30,6 @@ const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(90);
 const REVISION: &str = "deployment.kubernetes.io/revision";
 /// The field manager of the "GitOps tool" re-applying manifests.
 const APPLIER: &str = "gitops";
-
-// ---------------------------------------------------------------------------------------------
-// Certificates, the webhook registration, the reloader process
-
-fn certificates() -> WebhookCertificates {
-    WebhookCertificates::generate()
-}
-
-/// Puts `contents` at `path` the way a Secret volume does: written beside, renamed over.
-fn swap_file(path: &std::path::Path, contents: &str) {
-    let staging = path.with_extension("new");
-    std::fs::write(&staging, contents).unwrap();
-    std::fs::rename(&staging, path).unwrap();
-}
-
-/// `GET /healthz` of the webhook over a new connection that trusts only `ca_pem`.
-async fn healthz(port: u16, ca_pem: &str) -> Result<u16, NotYet> {
-    let client = reqwest::Client::builder()
-        .tls_built_in_root_certs(false)
-        .add_root_certificate(reqwest::Certificate::from_pem(ca_pem.as_bytes())?)
-        .build()?;
-    let response = client.get(format!("https://127.0.0.1:{port}/healthz")).send().await?;
-    Ok(response.status().as_u16())
-}
-
-/// The reloader command line for `namespace` with the webhook on `port`.
-fn webhook_args(namespace: &str, port: u16, certs: &WebhookCertificates) -> Vec<String> {
-    certs.reloader_args(namespace, port)
-}
-
-async fn start_reloader(plane: &ControlPlane, name: &str, args: &[String]) -> Reloader {
-    Reloader::builder(plane).name(name).args(args.iter().cloned()).start().await.expect("reloader starts")
-}
-
-/// A cluster-scoped MutatingWebhookConfiguration, deleted when dropped (also when the test
-/// fails), so no other test's writes are ever sent to a webhook that is gone.
-struct Registration {
-    /// `None` once deleted.
-    name: Option<String>,
-    admin: Config,
-}
-
-impl Registration {
-    /// Sends CREATE and UPDATE of Deployments in `namespace` (only) to `https://127.0.0.1:<port>/mutate`.
-    async fn create(plane: &ControlPlane, namespace: &str, port: u16, ca_pem: &str) -> Registration {
-        let name = format!("reloader-{namespace}");
-        let configuration: MutatingWebhookConfiguration = serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "webhooks": [{
-                "name": "workloads.reloader.stakater.com",
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "None",
-                "failurePolicy": "Ignore",
-                "timeoutSeconds": 5,
-                "reinvocationPolicy": "Never",
-                "clientConfig": {
-                    "url": format!("https://127.0.0.1:{port}/mutate"),
-                    "caBundle": base64::engine::general_purpose::STANDARD.encode(ca_pem),
-                },
-                "rules": [{
-                    "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"],
-                    "operations": ["CREATE", "UPDATE"], "scope": "Namespaced",
-                }],
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-            }],
-        }))
-        .unwrap();
-        let api: Api<MutatingWebhookConfiguration> = Api::all(plane.client());
-        api.create(&PostParams::default(), &configuration).await.expect("registering the webhook");
-        Registration { name: Some(name), admin: plane.admin_config().clone() }
-    }
-
-    async fn delete(mut self) {
-        let Some(name) = self.name.take() else { return };
-        let api: Api<MutatingWebhookConfiguration> = Api::all(Client::try_from(self.admin.clone()).unwrap());
-        api.delete(&name, &DeleteParams::default()).await.expect("unregistering the webhook");
-    }
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        let Some(name) = self.name.take() else { return };
-        // Drop cannot await and the test's runtime may be gone: delete from a thread of its own.
-        let admin = self.admin.clone();
-        let _ = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
-            runtime.block_on(async move {
-                let api: Api<MutatingWebhookConfiguration> = Api::all(Client::try_from(admin).ok()?);
-                api.delete(&name, &DeleteParams::default()).await.ok()
-            })
-        })
-        .join();
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Workloads and what is observed of them
