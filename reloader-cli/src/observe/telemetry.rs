@@ -167,7 +167,8 @@ fn tracer_provider(settings: &ExportSettings) -> anyhow::Result<SdkTracerProvide
     };
     let resource = resource();
     exporter.set_resource(&resource);
-    let processor = BoundedBatchProcessor::start(exporter, runtime).context("starting the OTLP export thread")?;
+    let processor =
+        BoundedBatchProcessor::start(exporter, runtime).context("starting the OTLP export thread")?;
     // The builder's default sampler follows OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG.
     Ok(SdkTracerProvider::builder().with_span_processor(processor).with_resource(resource).build())
 }

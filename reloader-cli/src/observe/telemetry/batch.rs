@@ -99,7 +99,8 @@ impl<E: SpanExporter> ExportLoop<E> {
     fn run(mut self, pending: Receiver<Message>) {
         let mut due: Option<Instant> = None;
         loop {
-            let wait = due.map_or(Duration::from_secs(3600), |due| due.saturating_duration_since(Instant::now()));
+            let wait =
+                due.map_or(Duration::from_secs(3600), |due| due.saturating_duration_since(Instant::now()));
             match pending.recv_timeout(wait) {
                 Ok(Message::Span(span)) => {
                     due.get_or_insert_with(|| Instant::now() + BATCH_DELAY);
@@ -138,7 +139,8 @@ impl<E: SpanExporter> ExportLoop<E> {
         }
         let batch = std::mem::take(&mut self.batch);
         let spans = batch.len() as u64;
-        let exported = self.runtime.block_on(tokio::time::timeout(EXPORT_TIMEOUT, self.exporter.export(batch)));
+        let exported =
+            self.runtime.block_on(tokio::time::timeout(EXPORT_TIMEOUT, self.exporter.export(batch)));
         match exported {
             Ok(Ok(())) => {}
             Ok(Err(error)) => {

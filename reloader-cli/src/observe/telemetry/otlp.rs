@@ -143,7 +143,8 @@ pub(crate) fn exporter(settings: &ExportSettings) -> anyhow::Result<opentelemetr
         OtlpProtocol::Grpc => {
             let builder = builder.with_tonic().with_protocol(Protocol::Grpc).with_endpoint(&settings.url);
             if settings.url.starts_with("https://") {
-                let mut tls = tonic::transport::ClientTlsConfig::new().with_native_roots().with_webpki_roots();
+                let mut tls =
+                    tonic::transport::ClientTlsConfig::new().with_native_roots().with_webpki_roots();
                 if let Some((_, pem)) = &ca {
                     tls = tls.ca_certificate(tonic::transport::Certificate::from_pem(pem));
                 }
