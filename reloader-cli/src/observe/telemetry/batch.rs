@@ -117,6 +117,7 @@ impl<E: SpanExporter> ExportLoop<E> {
                 }
                 Ok(Message::Shutdown(done)) => {
                     self.export();
+                    let _entered = self.runtime.enter();
                     self.exporter.shutdown().ok();
                     done.send(()).ok();
                     return;
@@ -139,8 +140,10 @@ impl<E: SpanExporter> ExportLoop<E> {
         }
         let batch = std::mem::take(&mut self.batch);
         let spans = batch.len() as u64;
-        let exported =
-            self.runtime.block_on(tokio::time::timeout(EXPORT_TIMEOUT, self.exporter.export(batch)));
+        let exporter = &self.exporter;
+        let exported = self
+            .runtime
+            .block_on(async { tokio::time::timeout(EXPORT_TIMEOUT, exporter.export(batch)).await });
         match exported {
             Ok(Ok(())) => {}
             Ok(Err(error)) => {
