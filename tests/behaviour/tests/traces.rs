@@ -173,7 +173,7 @@ async fn reload_trace_case(transport: OtlpTransport, tls: bool) {
     assert_attributes(
         notify,
         &[
-            ("reloader.notify.channel", "alert"),
+            ("reloader.notify.channel", "alert-raw"),
             ("http.request.method", "POST"),
             ("http.response.status_code", "200"),
         ],
