@@ -120,7 +120,8 @@ fn otlp_settings_follow_the_flag_then_the_standard_variables() {
 
 #[test]
 fn otlp_settings_that_cannot_work_are_refused() {
-    let cases: &[(Option<&str>, &[(&str, &str)], &str)] = &[
+    type Case<'a> = (Option<&'a str>, &'a [(&'a str, &'a str)], &'a str);
+    let cases: &[Case] = &[
         (Some("http://c:4318"), &[("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")], "http/json"),
         (None, &[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "collector:4318")], "http:// or https://"),
     ];
