@@ -200,6 +200,56 @@ async fn reload_trace_case(transport: OtlpTransport, tls: bool) {
     assert_eq!(reloaded["span_id"], write.span_id.as_str(), "{case}: {reloaded}");
 }
 
+/// With `--coalesce-period`, two changes make one write: a child of the first change's decision,
+/// linked to the second's.
+#[tokio::test]
+async fn a_coalesced_write_belongs_to_the_first_change_and_links_the_others() {
+    let env = TestEnv::new().await;
+    let TestEnv { plane: _, ns: _, client, resources, .. } = &env;
+    const OTHER: &str = "other-config";
+    resources.create(&ResourceRef::configmap(CONFIG), &[("k", "v1")]).await.unwrap();
+    resources.create(&ResourceRef::configmap(OTHER), &[("k", "v1")]).await.unwrap();
+    let web = WorkloadSpec::new(Kind::Deployment, "web")
+        .metadata_annotation(ANNOTATION_AUTO, "true")
+        .env_from_configmap(CONFIG)
+        .env_from_configmap(OTHER)
+        .create(client, env.ns.name())
+        .await
+        .unwrap();
+    let receiver = OtlpReceiver::start(OtlpTransport::HttpProtobuf, false).await;
+    let builder = env.reloader_builder().arg("--coalesce-period=5s");
+    let _reloader = exporting_to(builder, &receiver, OtlpTransport::HttpProtobuf).start().await.unwrap();
+
+    let first = resources.update_data(&ResourceRef::configmap(CONFIG), &[("k", "v2")]).await.unwrap();
+    let second = resources.update_data(&ResourceRef::configmap(OTHER), &[("k", "v2")]).await.unwrap();
+    for (name, hash) in [(CONFIG, &first), (OTHER, &second)] {
+        let resource = ResourceRef::configmap(name);
+        web.wait_for_marker(client, &resource, Strategy::EnvVars, hash, RELOAD_TIMEOUT).await.unwrap();
+    }
+    let spans = receiver
+        .wait_for("the coalesced write", EXPORT_TIMEOUT, |spans| !named(spans, "reloader.write").is_empty())
+        .await
+        .unwrap();
+    let write = only(&spans, "reloader.write", |_| true);
+    assert_attributes(
+        write,
+        &[("reloader.write.coalesced_changes", "2"), ("reloader.write.outcome", "written")],
+    );
+    let decision_for = |name: &str| {
+        let event =
+            only(&spans, "reloader.resource_event", |s| s.attribute("reloader.resource.name") == Some(name));
+        only(&spans, "reloader.decision", |s| s.trace_id == event.trace_id)
+    };
+    let (first_decision, second_decision) = (decision_for(CONFIG), decision_for(OTHER));
+    assert_ne!(first_decision.trace_id, second_decision.trace_id, "two changes, two traces");
+    assert_child(write, first_decision);
+    assert_eq!(
+        write.links,
+        [(second_decision.trace_id.clone(), second_decision.span_id.clone())],
+        "{write:#?}"
+    );
+}
+
 /// A Secret change is traced like any other, and no byte the collector receives holds its value
 /// (old or new, plain or base64).
 #[tokio::test]
