@@ -32,8 +32,17 @@ const SERVICE_NAME: &str = "reloader";
 
 /// HTTP and telemetry plumbing that floods debug/trace output with connection-level detail;
 /// held at `info` unless `RUST_LOG` asks otherwise.
-const CHATTY_DEPENDENCIES: &[&str] =
-    &["hyper", "hyper_util", "h2", "rustls", "tower", "reqwest", "opentelemetry", "opentelemetry_sdk"];
+const CHATTY_DEPENDENCIES: &[&str] = &[
+    "hyper",
+    "hyper_util",
+    "h2",
+    "rustls",
+    "tower",
+    "reqwest",
+    "tonic",
+    "opentelemetry",
+    "opentelemetry_sdk",
+];
 
 /// Crates whose spans must not be exported: exporting them would trace the exporter itself.
 const NOT_EXPORTED: &[&str] = &[
@@ -46,6 +55,8 @@ const NOT_EXPORTED: &[&str] = &[
     "h2",
     "reqwest",
     "tower",
+    "tonic",
+    "hyper_rustls",
 ];
 
 /// Keeps the trace pipeline alive; dropping it flushes pending spans and shuts the exporter down.

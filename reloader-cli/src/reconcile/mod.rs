@@ -131,12 +131,6 @@ pub(crate) struct Reconciler {
 impl Reconciler {
     pub(crate) fn resource_applied(&self, view: ResourceView, phase: Phase) {
         let received = Instant::now();
-        // The initial list is the state of the world, not a change: no trace for it.
-        let span = match phase {
-            Phase::InitialList => tracing::Span::none(),
-            Phase::Relist | Phase::Live => resource_event_span(&view.key),
-        };
-        let _entered = span.enter();
         let resource_type = view.key.kind;
         let change = {
             let mut index = self.index.write().expect("index lock");
@@ -161,6 +155,13 @@ impl Reconciler {
             (_, ResourceChange::ContentChanged { .. }) => Some(ResourceEventKind::Updated),
             _ => None,
         };
+        // A trace per watch event, and per change a re-list finds; none for the initial list
+        // (the state of the world) nor for the unchanged objects a re-list returns.
+        let span = match (phase, event) {
+            (Phase::Live, _) | (Phase::Relist, Some(_)) => resource_event_span(&view.key),
+            (Phase::InitialList, _) | (Phase::Relist, None) => tracing::Span::none(),
+        };
+        let _entered = span.enter();
         let Some(event) = event else {
             let result = match (phase, &change) {
                 (Phase::InitialList, _) => self.listed_result(&view.key),
