@@ -250,6 +250,23 @@ async fn a_coalesced_write_belongs_to_the_first_change_and_links_the_others() {
     );
 }
 
+/// `OTEL_TRACES_SAMPLER=always_off`: the reload happens, no span leaves.
+#[tokio::test]
+async fn the_sampler_variable_is_honoured() {
+    let env = TestEnv::new().await;
+    let web = web_with_config(&env).await;
+    let receiver = OtlpReceiver::start(OtlpTransport::HttpProtobuf, false).await;
+    let builder = env.reloader_builder().env("OTEL_TRACES_SAMPLER", "always_off");
+    let _reloader = exporting_to(builder, &receiver, OtlpTransport::HttpProtobuf).start().await.unwrap();
+
+    let config = ResourceRef::configmap(CONFIG);
+    let hash = env.resources.update_data(&config, &[("k", "v2")]).await.unwrap();
+    web.wait_for_marker(&env.client, &config, Strategy::EnvVars, &hash, RELOAD_TIMEOUT).await.unwrap();
+    // Batches leave within a second; a sampled span would be here after three.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(receiver.spans(), [], "nothing sampled, nothing exported");
+}
+
 /// A Secret change is traced like any other, and no byte the collector receives holds its value
 /// (old or new, plain or base64).
 #[tokio::test]
