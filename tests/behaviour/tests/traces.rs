@@ -299,6 +299,10 @@ async fn a_secret_change_sends_no_secret_value_to_the_collector() {
     let event =
         only(&spans, "reloader.resource_event", |s| s.attribute("reloader.resource.name") == Some(SECRET));
     assert_eq!(event.attribute("reloader.resource.kind"), Some("Secret"));
+    // The catch-up sweep of the leadership this replica took at start has a trace of its own.
+    let sweep = only(&spans, "reloader.catch_up", |_| true);
+    assert!(sweep.parent_span_id.is_empty(), "{sweep:#?}");
+    assert_attributes(sweep, &[("reloader.catch_up.queued", "0"), ("reloader.catch_up.replayed", "0")]);
 
     let received = receiver.raw_bytes();
     assert!(!received.is_empty());
