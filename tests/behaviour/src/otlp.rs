@@ -301,14 +301,17 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// A test CA and a certificate it signed for 127.0.0.1 and localhost, in PEM.
-struct TestCertificates {
-    ca: String,
-    cert: String,
-    key: String,
+pub struct TestCertificates {
+    pub ca: String,
+    pub cert: String,
+    pub key: String,
 }
 
 impl TestCertificates {
-    fn generate() -> Self {
+    /// # Panics
+    ///
+    /// When rcgen cannot make the keys or certificates.
+    pub fn generate() -> Self {
         let ca_key = KeyPair::generate().expect("a CA key");
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);

@@ -7,10 +7,10 @@
 use std::time::Duration;
 
 use futures::future::join_all;
-use reloader_harness::{NotYet, Reloader, ReloaderBuilder, wait_until};
+use reloader_harness::{NotYet, Reloader, ReloaderBuilder, free_port, wait_until};
 use reloader_tests::fixtures::*;
 use reloader_tests::fixtures_extra::*;
-use reloader_tests::otlp::{OtlpReceiver, OtlpTransport, ReceivedSpan};
+use reloader_tests::otlp::{OtlpReceiver, OtlpTransport, ReceivedSpan, TestCertificates};
 
 const CONFIG: &str = "app-config";
 const SECRET: &str = "app-secret";
@@ -265,6 +265,93 @@ async fn the_sampler_variable_is_honoured() {
     // Batches leave within a second; a sampled span would be here after three.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(receiver.spans(), [], "nothing sampled, nothing exported");
+}
+
+/// The admission webhook's reviews have traces of their own: names, never the object.
+#[tokio::test]
+async fn an_admission_review_has_its_own_span() {
+    let env = TestEnv::new().await;
+    let ns = env.ns.name();
+    let certs = TestCertificates::generate();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::write(&cert, &certs.cert).unwrap();
+    std::fs::write(&key, &certs.key).unwrap();
+    let port = free_port();
+    let receiver = OtlpReceiver::start(OtlpTransport::HttpProtobuf, false).await;
+    let builder = env.reloader_builder().args([
+        "--admission-webhook".to_owned(),
+        format!("--webhook-addr=127.0.0.1:{port}"),
+        format!("--webhook-tls-cert={}", cert.display()),
+        format!("--webhook-tls-key={}", key.display()),
+    ]);
+    let _reloader = exporting_to(builder, &receiver, OtlpTransport::HttpProtobuf).start().await.unwrap();
+
+    let hidden = unique_token("hidden-env-");
+    let review = serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "0d4a4f3e-0000-4000-8000-000000000001",
+            "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+            "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+            "name": "web",
+            "namespace": ns,
+            "operation": "CREATE",
+            "userInfo": {"username": "tester"},
+            "object": {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "web", "namespace": ns},
+                "spec": {
+                    "selector": {"matchLabels": {"app": "web"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "web"}},
+                        "spec": {"containers": [{"name": "app", "image": "app", "env": [{"name": "TOKEN", "value": hidden}]}]},
+                    },
+                },
+            },
+        },
+    });
+    let client = reqwest::Client::builder()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(certs.ca.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let url = format!("https://127.0.0.1:{port}/mutate");
+    wait_until("the admission webhook's answer", RELOAD_TIMEOUT, || async {
+        let response =
+            client.post(&url).json(&review).send().await.map_err(|e| NotYet::because(e.to_string()))?;
+        match response.status().as_u16() {
+            200 => Ok(()),
+            status => Err(NotYet::because(format!("HTTP {status}"))),
+        }
+    })
+    .await
+    .unwrap();
+    let spans = receiver
+        .wait_for("the review's span", EXPORT_TIMEOUT, |spans| {
+            !named(spans, "reloader.admission_review").is_empty()
+        })
+        .await
+        .unwrap();
+    let review = only(&spans, "reloader.admission_review", |_| true);
+    assert!(review.parent_span_id.is_empty(), "{review:#?}");
+    assert_attributes(
+        review,
+        &[
+            ("reloader.workload.kind", "Deployment"),
+            ("k8s.namespace.name", ns),
+            ("reloader.workload.name", "web"),
+            ("reloader.admission.operation", "CREATE"),
+        ],
+    );
+    assert!(review.attribute("reloader.admission.outcome").is_some(), "{review:#?}");
+    let received = receiver.raw_bytes();
+    assert!(
+        !received.windows(hidden.len()).any(|w| w == hidden.as_bytes()),
+        "the object's env reached the collector"
+    );
 }
 
 /// A Secret change is traced like any other, and no byte the collector receives holds its value
