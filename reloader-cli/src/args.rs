@@ -209,7 +209,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "ADDR", default_value = ":9443")]
     pub webhook_addr: String,
 
-    /// OTLP/HTTP endpoint to export traces to
+    /// OTLP endpoint (base URL) to export traces to. Given on the command line it wins over
+    /// OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; the other OTEL_*
+    /// variables (protocol, headers, CA, service name, sampler) apply (docs/tracing.md)
     #[arg(long, value_name = "URL", env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
     pub otlp_endpoint: Option<String>,
 

@@ -104,7 +104,11 @@ fn main() -> ExitCode {
     };
 
     let json = options.log_format == LogFormat::Json;
-    let _telemetry = match telemetry::init(json, options.log_level, options.otlp_endpoint.as_deref()) {
+    let _telemetry = match telemetry::init(
+        json,
+        options.log_level,
+        telemetry::Traces::Exported { otlp_endpoint: options.otlp_endpoint.as_deref() },
+    ) {
         Ok(guard) => guard,
         Err(error) => return usage_error(&format!("{error:#}")),
     };
@@ -133,7 +137,7 @@ fn run_sidecar(args: SidecarArgs) -> ExitCode {
             "RELOADER_LOG_LEVEL: {level:?} is not a log level (expected trace, debug, info, warn, warning, error, fatal or panic)"
         ));
     };
-    let _telemetry = match telemetry::init(false, level, None) {
+    let _telemetry = match telemetry::init(false, level, telemetry::Traces::Off) {
         Ok(guard) => guard,
         Err(error) => return usage_error(&format!("{error:#}")),
     };

@@ -220,6 +220,20 @@ impl Index {
             .collect()
     }
 
+    /// The rule (`explicit`, `auto`, `search_match`, ...) by which `workload` reloads for
+    /// `resource`, for the decision's trace span; `None` when it does not reload for it.
+    pub fn reload_rule(
+        &self,
+        workload: &WorkloadKey,
+        resource: &ResourceView,
+        opts: &DecideOptions,
+    ) -> Option<&'static str> {
+        match decide(self.workload(workload)?, resource, opts) {
+            Decision::Reload { rule, .. } => Some(rule.as_str()),
+            Decision::Skip(_) => None,
+        }
+    }
+
     /// Workloads of the resource's namespace that are no candidates for `resource` (their pod
     /// spec does not use it) but whose auto or search rule selects it. Stakater, which lists
     /// every workload of the namespace, runs its reload strategy on them, changes nothing, and

@@ -107,8 +107,18 @@ async fn mutate(State(ctx): State<Arc<AdmissionState>>, headers: HeaderMap, body
         Ok(request) => request,
         Err(rejection) => return reject(&ctx, rejection, started),
     };
-    let (response, outcome) = review::review(&ctx, &request);
     let operation = operation_label(&request);
+    // Names only: the object itself may carry secret values in its env.
+    let span = tracing::info_span!(
+        "reloader.admission_review",
+        "reloader.workload.kind" = %request.kind.kind,
+        "k8s.namespace.name" = request.namespace.as_deref().unwrap_or_default(),
+        "reloader.workload.name" = %request.name,
+        "reloader.admission.operation" = operation.as_label(),
+        "reloader.admission.outcome" = tracing::field::Empty,
+    );
+    let (response, outcome) = span.in_scope(|| review::review(&ctx, &request));
+    span.record("reloader.admission.outcome", outcome.as_label());
     ctx.metrics.admission(operation, outcome, started.elapsed());
     axum::Json(response.into_review()).into_response()
 }

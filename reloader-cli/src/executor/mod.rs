@@ -20,7 +20,7 @@ use tokio::sync::{Notify, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, warn};
+use tracing::{Instrument as _, debug, error, warn};
 
 pub(crate) use api::{FIELD_MANAGER, WorkloadApi};
 pub(crate) use kube_api::KubeWorkloadApi;
@@ -30,6 +30,7 @@ use writer::Writer;
 use crate::notify::alerts::AlertQueue;
 use crate::notify::events::EventSink;
 use crate::observe::metrics::{Metrics, SkipReason};
+use crate::observe::trace;
 
 /// Concurrent writes in flight (each to a different workload).
 const WORKERS: usize = 8;
@@ -95,6 +96,10 @@ struct Pending {
     first_event: std::time::Instant,
     queued_at: Instant,
     merged: u64,
+    /// The trace of the first change queued: the write is its child.
+    trace: opentelemetry::Context,
+    /// The traces of the changes merged into it: the write links to each.
+    merged_traces: Vec<opentelemetry::Context>,
 }
 
 impl Executor {
@@ -138,6 +143,7 @@ impl Executor {
             return;
         }
         let now = Instant::now();
+        let mut context = Some(trace::current_context());
         let mut state = inner.state.lock().expect("queue lock");
         let entry = state.pending.entry(key).or_insert_with(|| Pending {
             changes: Vec::new(),
@@ -146,7 +152,11 @@ impl Executor {
             first_event: event_at,
             queued_at: now,
             merged: 0,
+            trace: context.take().unwrap_or_default(),
+            merged_traces: Vec::new(),
         });
+        // Not the first: merged into a write another change started.
+        entry.merged_traces.extend(context);
         match work {
             Work::Reload(changes) => {
                 for change in changes {
@@ -231,6 +241,27 @@ impl Executor {
     }
 
     async fn write(self, key: WorkloadKey, pending: Pending) {
+        let span = tracing::info_span!(
+            "reloader.write",
+            "reloader.workload.kind" = key.kind.as_str(),
+            "k8s.namespace.name" = %key.namespace,
+            "reloader.workload.name" = %key.name,
+            "reloader.write.coalesced_changes" = pending.merged,
+            "reloader.write.verb" = tracing::field::Empty,
+            "http.request.method" = tracing::field::Empty,
+            "http.response.status_code" = tracing::field::Empty,
+            "reloader.write.retries" = tracing::field::Empty,
+            "reloader.write.outcome" = tracing::field::Empty,
+            "error.type" = tracing::field::Empty,
+        );
+        trace::set_parent(&span, &pending.trace);
+        for merged in &pending.merged_traces {
+            trace::add_link(&span, merged);
+        }
+        self.write_in_span(key, pending).instrument(span).await;
+    }
+
+    async fn write_in_span(self, key: WorkloadKey, pending: Pending) {
         // Clears the in-flight mark even if the write panics, so the workload is not stuck.
         let _in_flight = InFlight { executor: &self, key: &key };
         let inner = &self.inner;

@@ -70,7 +70,7 @@ impl WriteFailure {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 enum Outcome {
     Written,
     AlreadyCurrent,
@@ -78,6 +78,47 @@ enum Outcome {
     DryRun,
     /// Leadership was lost before the write: the next leader's catch-up applies it.
     NotLeader,
+}
+
+impl Outcome {
+    /// The `reloader.write.outcome` of the write's span.
+    fn as_label(self) -> &'static str {
+        match self {
+            Outcome::Written => "written",
+            Outcome::AlreadyCurrent => "already_current",
+            Outcome::Gone => "gone",
+            Outcome::DryRun => "dry_run",
+            Outcome::NotLeader => "not_leader",
+        }
+    }
+}
+
+/// Records the end of a write on its span (`reloader.write`, entered by the executor).
+fn record_outcome(result: &Result<Outcome, WriteFailure>) {
+    let span = tracing::Span::current();
+    match result {
+        Ok(outcome) => {
+            span.record("reloader.write.outcome", outcome.as_label());
+        }
+        Err(failure) => {
+            span.record("reloader.write.outcome", "error")
+                .record("error.type", failure.error_type().as_label());
+            if let WriteFailure::Api(kube::Error::Api(status)) = failure {
+                span.record("http.response.status_code", status.code);
+            }
+        }
+    }
+}
+
+/// The verb of a write and its HTTP method, for the write's span.
+fn record_verb(write: &WorkloadWrite) {
+    let (verb, method) = match write {
+        WorkloadWrite::Patch { .. } => ("patch", "PATCH"),
+        WorkloadWrite::CreateJob(_) => ("create", "POST"),
+        // A DELETE, then the POST that counts.
+        WorkloadWrite::RecreateJob(_) => ("recreate", "POST"),
+    };
+    tracing::Span::current().record("reloader.write.verb", verb).record("http.request.method", method);
 }
 
 /// What the writer needs: the API, where to report, and its slice of the configuration.
@@ -106,6 +147,7 @@ impl Writer {
         let started = Instant::now();
         let read = Mutex::new(EventTarget::named(key.clone()));
         let result = self.with_retries(key, || self.attempt_reload(key, changes, &read)).await;
+        record_outcome(&result);
         let target = read.into_inner().unwrap_or_else(|e| e.into_inner());
         let kind = key.kind;
         match result {
@@ -158,6 +200,7 @@ impl Writer {
                 }
             })
             .await;
+        record_outcome(&result);
         match result {
             Ok(Outcome::Written) => info!(workload = %key, "pause period over; resumed"),
             Ok(_) => {}
@@ -177,6 +220,7 @@ impl Writer {
     {
         let (mut conflicts, mut transient) = (0, 0);
         loop {
+            tracing::Span::current().record("reloader.write.retries", conflicts + transient);
             // Each attempt, not just the first: a replica demoted during retries must stop writing.
             if !*self.leader.borrow() {
                 return Ok(Outcome::NotLeader);
@@ -231,10 +275,16 @@ impl Writer {
     }
 
     async fn send(&self, key: &WorkloadKey, write: WorkloadWrite) -> Result<Outcome, WriteFailure> {
+        record_verb(&write);
         if self.dry_run {
             info!(workload = %key, write = %describe(&write), "dry run: would write");
             return Ok(Outcome::DryRun);
         }
+        // The API server's answer to a successful write: 200 for a patch, 201 for a creation.
+        let success = match &write {
+            WorkloadWrite::Patch { .. } => 200u16,
+            WorkloadWrite::CreateJob(_) | WorkloadWrite::RecreateJob(_) => 201,
+        };
         match write {
             WorkloadWrite::Patch { kind, body } => {
                 let tested = tested_version(&body);
@@ -267,6 +317,7 @@ impl Writer {
             WorkloadWrite::CreateJob(job) => self.api.create_job(&key.namespace, &job).await?,
             WorkloadWrite::RecreateJob(job) => self.recreate_job(key, *job).await?,
         }
+        tracing::Span::current().record("http.response.status_code", success);
         Ok(Outcome::Written)
     }
 

@@ -16,8 +16,11 @@ use reloader_core::model::{ResourceKey, WorkloadKey};
 use reloader_core::options::{AlertConfig, AlertSink};
 use serde::Serialize;
 
-use crate::notify::webhook::{Backoff, http_client_builder, post_with_retries};
+use tracing::Instrument as _;
+
+use crate::notify::webhook::{Backoff, http_client_builder, notify_span, post_with_retries};
 use crate::observe::metrics::{Metrics, NotificationChannel};
+use crate::observe::trace;
 
 /// Alerts waiting for delivery; beyond this, new ones are dropped.
 const QUEUE_CAPACITY: usize = 1024;
@@ -41,7 +44,8 @@ pub(crate) trait AlertQueue: Send + Sync {
 
 /// Sends alerts in the background; see the module documentation.
 pub(crate) struct Alerter {
-    queue: mpsc::Sender<ReloadNotice>,
+    /// Each notice with the trace context of the reload it reports.
+    queue: mpsc::Sender<(ReloadNotice, opentelemetry::Context)>,
     channel: NotificationChannel,
     metrics: Arc<Metrics>,
 }
@@ -79,9 +83,9 @@ impl Alerter {
 
 impl AlertQueue for Alerter {
     fn send(&self, notice: ReloadNotice) {
-        match self.queue.try_send(notice) {
+        match self.queue.try_send((notice, trace::current_context())) {
             Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full(notice)) => {
+            Err(mpsc::error::TrySendError::Full((notice, _))) => {
                 tracing::warn!(
                     sink = self.channel.as_label(),
                     workload = %notice.workload,
@@ -108,10 +112,14 @@ struct Delivery {
 
 impl Delivery {
     /// Delivers queued alerts one by one until every `Alerter` handle is gone.
-    async fn run(self, mut pending: mpsc::Receiver<ReloadNotice>) {
-        while let Some(notice) = pending.recv().await {
+    async fn run(self, mut pending: mpsc::Receiver<(ReloadNotice, opentelemetry::Context)>) {
+        while let Some((notice, reload)) = pending.recv().await {
             let (content_type, body) = render(self.sink, &message(&notice, self.additional_info.as_deref()));
-            let result = post_with_retries(&self.client, &self.url, content_type, body, ALERT_BACKOFF).await;
+            let span = notify_span(self.channel);
+            trace::set_parent(&span, &reload);
+            let result = post_with_retries(&self.client, &self.url, content_type, body, ALERT_BACKOFF)
+                .instrument(span)
+                .await;
             self.metrics.notification(self.channel, result.is_ok());
             if let Err(error) = result {
                 tracing::warn!(

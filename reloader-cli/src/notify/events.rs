@@ -17,9 +17,10 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use reloader_core::model::{ResourceKey, ResourceKind, WorkloadKey};
 use tokio::sync::mpsc;
-use tracing::{debug, warn};
+use tracing::{Instrument as _, debug, warn};
 
 use crate::executor::FIELD_MANAGER;
+use crate::observe::trace;
 
 /// Events waiting for delivery; beyond this, new ones are dropped (and logged).
 const QUEUE_CAPACITY: usize = 1024;
@@ -212,7 +213,8 @@ pub(crate) trait EventSink: Send + Sync {
 
 /// Queues Events for [`EventDelivery`], which writes them through the API server.
 pub(crate) struct EventRecorder {
-    queue: mpsc::Sender<WorkloadEvent>,
+    /// Each Event with the trace context of the work that reports it.
+    queue: mpsc::Sender<(WorkloadEvent, opentelemetry::Context)>,
 }
 
 impl EventRecorder {
@@ -227,9 +229,10 @@ impl EventRecorder {
 
 impl EventSink for EventRecorder {
     fn record(&self, event: WorkloadEvent) {
-        if let Err(e) = self.queue.try_send(event) {
+        if let Err(e) = self.queue.try_send((event, trace::current_context())) {
             let event = match &e {
-                mpsc::error::TrySendError::Full(event) | mpsc::error::TrySendError::Closed(event) => event,
+                mpsc::error::TrySendError::Full((event, _))
+                | mpsc::error::TrySendError::Closed((event, _)) => event,
             };
             warn!(
                 workload = %event.target.key,
@@ -247,9 +250,20 @@ struct EventDelivery {
 }
 
 impl EventDelivery {
-    async fn run(mut self, mut pending: mpsc::Receiver<WorkloadEvent>) {
-        while let Some(mut event) = pending.recv().await {
-            if let Err(error) = self.deliver(&mut event).await {
+    async fn run(mut self, mut pending: mpsc::Receiver<(WorkloadEvent, opentelemetry::Context)>) {
+        while let Some((mut event, reported_by)) = pending.recv().await {
+            let span = tracing::info_span!(
+                "reloader.k8s_event",
+                "reloader.k8s_event.reason" = event.reason.as_label(),
+                "reloader.workload.kind" = event.target.key.kind.as_str(),
+                "k8s.namespace.name" = %event.target.key.namespace,
+                "reloader.workload.name" = %event.target.key.name,
+                "error.type" = tracing::field::Empty,
+            );
+            trace::set_parent(&span, &reported_by);
+            let delivered = self.deliver(&mut event).instrument(span.clone()).await;
+            if let Err(error) = delivered {
+                span.record("error.type", "api");
                 warn!(
                     workload = %event.target.key,
                     reason = event.reason.as_label(),

@@ -50,6 +50,17 @@ pub(crate) enum WebhookError {
     Encode(#[from] serde_json::Error),
 }
 
+impl WebhookError {
+    /// The `error.type` of the notification's span.
+    fn as_label(&self) -> &'static str {
+        match self {
+            WebhookError::Status { .. } => "http_status",
+            WebhookError::Transport { .. } => "transport",
+            WebhookError::Encode(_) => "encode",
+        }
+    }
+}
+
 /// Posts resource notices to the `--webhook-url` endpoint.
 pub(crate) struct WebhookNotifier {
     client: reqwest::Client,
@@ -108,6 +119,19 @@ pub(crate) fn http_client_builder(proxy: Option<&str>) -> anyhow::Result<reqwest
     Ok(builder)
 }
 
+/// The span of one notification (`--webhook-url` POST, alert): the POSTs in it carry its
+/// `traceparent`, and record their method, final status and attempts.
+pub(crate) fn notify_span(channel: NotificationChannel) -> tracing::Span {
+    tracing::info_span!(
+        "reloader.notify",
+        "reloader.notify.channel" = channel.as_label(),
+        "http.request.method" = "POST",
+        "http.response.status_code" = tracing::field::Empty,
+        "reloader.notify.attempts" = tracing::field::Empty,
+        "error.type" = tracing::field::Empty,
+    )
+}
+
 /// How often and how patiently to retry a POST.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Backoff {
@@ -133,15 +157,18 @@ pub(crate) async fn post_with_retries(
     body: Vec<u8>,
     backoff: Backoff,
 ) -> Result<(), WebhookError> {
+    let span = tracing::Span::current();
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(reqwest::header::CONTENT_TYPE, reqwest::header::HeaderValue::from_static(content_type));
+    crate::observe::trace::inject_traceparent(&mut headers);
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let response = client
-            .post(url.clone())
-            .header(reqwest::header::CONTENT_TYPE, content_type)
-            .body(body.clone())
-            .send()
-            .await;
+        span.record("reloader.notify.attempts", attempt);
+        let response = client.post(url.clone()).headers(headers.clone()).body(body.clone()).send().await;
+        if let Ok(response) = &response {
+            span.record("http.response.status_code", response.status().as_u16());
+        }
         let (error, retryable) = match response {
             Ok(response) if response.status().is_success() => return Ok(()),
             Ok(response) => {
@@ -156,6 +183,7 @@ pub(crate) async fn post_with_retries(
             }
         };
         if !retryable || attempt >= backoff.attempts {
+            span.record("error.type", error.as_label());
             return Err(error);
         }
         let delay = backoff.delay_after(attempt);

@@ -5,3 +5,4 @@ pub(crate) mod http;
 pub mod memory;
 pub(crate) mod metrics;
 pub mod telemetry;
+pub(crate) mod trace;

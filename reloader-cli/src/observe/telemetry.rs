@@ -1,32 +1,48 @@
 //! Logging (text or JSON lines) and optional OTLP trace export.
 //!
-//! The OTLP exporter speaks HTTP/protobuf through a blocking client that runs on the batch
-//! processor's own thread, so exporting never competes with the controller's async runtime and
-//! needs no reactor at construction time. That client has no TLS stack (adding one would bring a
-//! second rustls crypto provider next to kube's), so the endpoint must be plain `http://`: the
-//! usual collector or node agent a few hops away.
+//! Export is configured the way OpenTelemetry SDKs are (`OTEL_EXPORTER_OTLP_*`, `OTEL_SERVICE_NAME`,
+//! `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER`, docs/tracing.md), over http/protobuf or gRPC,
+//! plain or TLS ([`otlp`]). Spans leave through a bounded queue drained by a thread of its own
+//! ([`batch`]), so exporting never competes with the controller's runtime and an unreachable
+//! collector never slows a reload. JSON log lines written inside a span carry its `trace_id` and
+//! `span_id` ([`log_ids`]).
+
+mod batch;
+mod log_ids;
+pub(crate) mod otlp;
 
 use std::io::IsTerminal as _;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::{Key, Value};
-use opentelemetry_otlp::{Protocol, WithExportConfig as _};
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::trace::{SdkTracerProvider, SpanExporter as _};
 use reloader_core::options::LogLevel;
 use tracing_subscriber::filter::{EnvFilter, LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{Layer as _, fmt};
 
+use self::batch::BoundedBatchProcessor;
+use self::log_ids::WithTraceIds;
+use self::otlp::ExportSettings;
+
 const SERVICE_NAME: &str = "reloader";
-const TRACES_PATH: &str = "/v1/traces";
 
 /// HTTP and telemetry plumbing that floods debug/trace output with connection-level detail;
 /// held at `info` unless `RUST_LOG` asks otherwise.
-const CHATTY_DEPENDENCIES: &[&str] =
-    &["hyper", "hyper_util", "h2", "rustls", "tower", "reqwest", "opentelemetry", "opentelemetry_sdk"];
+const CHATTY_DEPENDENCIES: &[&str] = &[
+    "hyper",
+    "hyper_util",
+    "h2",
+    "rustls",
+    "tower",
+    "reqwest",
+    "tonic",
+    "opentelemetry",
+    "opentelemetry_sdk",
+];
 
 /// Crates whose spans must not be exported: exporting them would trace the exporter itself.
 const NOT_EXPORTED: &[&str] = &[
@@ -39,6 +55,8 @@ const NOT_EXPORTED: &[&str] = &[
     "h2",
     "reqwest",
     "tower",
+    "tonic",
+    "hyper_rustls",
 ];
 
 /// Keeps the trace pipeline alive; dropping it flushes pending spans and shuts the exporter down.
@@ -58,17 +76,29 @@ impl Drop for TelemetryGuard {
     }
 }
 
+/// Whether this command exports traces.
+#[derive(Debug, Clone, Copy)]
+pub enum Traces<'a> {
+    /// Never (the sidecar, `explain`).
+    Off,
+    /// When an endpoint is configured: `--otlp-endpoint` (this value) or the `OTEL_*` variables.
+    Exported { otlp_endpoint: Option<&'a str> },
+}
+
 /// Installs the global subscriber.
 ///
 /// `level` is `--log-level`, parsed once by the options (`fatal` and `panic` mean `error`); a
-/// non-empty `RUST_LOG` replaces it entirely.
-/// `otlp_endpoint` is the OTLP/HTTP base URL (as in `OTEL_EXPORTER_OTLP_ENDPOINT`); spans go to
-/// `<base>/v1/traces` unless `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` names another URL.
-pub fn init(json: bool, level: LogLevel, otlp_endpoint: Option<&str>) -> anyhow::Result<TelemetryGuard> {
+/// non-empty `RUST_LOG` replaces it entirely. Where spans go is resolved by
+/// [`otlp::resolve`]; a setting that cannot work (an unknown protocol, an unreadable CA file) is
+/// an error, reported before anything runs.
+pub fn init(json: bool, level: LogLevel, traces: Traces<'_>) -> anyhow::Result<TelemetryGuard> {
     let filter = log_filter(level, std::env::var("RUST_LOG").ok().as_deref())?;
 
-    let tracer_provider =
-        otlp_endpoint.filter(|endpoint| !endpoint.trim().is_empty()).map(tracer_provider).transpose()?;
+    let settings = match traces {
+        Traces::Off => None,
+        Traces::Exported { otlp_endpoint } => otlp::resolve(otlp_endpoint, |name| std::env::var(name).ok())?,
+    };
+    let tracer_provider = settings.as_ref().map(tracer_provider).transpose()?;
     let otel_layer = tracer_provider.as_ref().map(|provider| {
         let exported =
             NOT_EXPORTED.iter().fold(Targets::new().with_default(LevelFilter::TRACE), |targets, target| {
@@ -78,8 +108,17 @@ pub fn init(json: bool, level: LogLevel, otlp_endpoint: Option<&str>) -> anyhow:
     });
 
     let ansi = std::io::stderr().is_terminal();
-    let json_layer =
-        json.then(|| fmt::layer().json().flatten_event(true).with_writer(std::io::stderr).with_ansi(false));
+    // The ids replace the span list: a trace backend shows the spans, the line links to them.
+    let json_layer = json.then(|| {
+        fmt::layer()
+            .json()
+            .flatten_event(true)
+            .event_format(WithTraceIds(
+                fmt::format().json().flatten_event(true).with_current_span(false).with_span_list(false),
+            ))
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+    });
     let text_layer = (!json).then(|| fmt::layer().with_writer(std::io::stderr).with_ansi(ansi));
 
     tracing_subscriber::registry()
@@ -89,6 +128,13 @@ pub fn init(json: bool, level: LogLevel, otlp_endpoint: Option<&str>) -> anyhow:
         .with(otel_layer)
         .try_init()
         .context("installing the global tracing subscriber")?;
+    if let Some(settings) = &settings {
+        tracing::info!(
+            protocol = settings.protocol.as_label(),
+            endpoint = %settings.url,
+            "exporting traces over OTLP"
+        );
+    }
 
     Ok(TelemetryGuard { tracer_provider })
 }
@@ -120,29 +166,22 @@ fn level_filter(level: LogLevel) -> LevelFilter {
     }
 }
 
-fn tracer_provider(endpoint: &str) -> anyhow::Result<SdkTracerProvider> {
-    // The per-signal variable, when set, is a complete URL and wins (OTLP exporter spec).
-    let url = match std::env::var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
-        Ok(url) if !url.trim().is_empty() => url.trim().to_owned(),
-        _ => traces_url(endpoint),
-    };
-    // The exporter's HTTP client is built without TLS (see the module documentation).
-    if !url.starts_with("http://") {
-        bail!("OTLP trace export needs an http:// endpoint (a collector or agent nearby), got {url:?}");
-    }
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_http()
-        .with_protocol(Protocol::HttpBinary)
-        .with_endpoint(&url)
+fn tracer_provider(settings: &ExportSettings) -> anyhow::Result<SdkTracerProvider> {
+    // The exporter's own runtime, driven by the export thread alone.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
         .build()
-        .with_context(|| format!("building the OTLP trace exporter for {url}"))?;
-    Ok(SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource()).build())
-}
-
-/// `<base>/v1/traces`; a base that already names the traces path is used as it is.
-fn traces_url(base: &str) -> String {
-    let base = base.trim().trim_end_matches('/');
-    if base.ends_with(TRACES_PATH) { base.to_owned() } else { format!("{base}{TRACES_PATH}") }
+        .context("starting the OTLP export runtime")?;
+    let mut exporter = {
+        let _entered = runtime.enter();
+        otlp::exporter(settings)?
+    };
+    let resource = resource();
+    exporter.set_resource(&resource);
+    let processor =
+        BoundedBatchProcessor::start(exporter, runtime).context("starting the OTLP export thread")?;
+    // The builder's default sampler follows OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG.
+    Ok(SdkTracerProvider::builder().with_span_processor(processor).with_resource(resource).build())
 }
 
 /// The detected resource (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`), named `reloader`

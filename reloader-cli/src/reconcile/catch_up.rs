@@ -94,9 +94,18 @@ impl CatchUp {
 
     /// One catch-up on a leadership gain: the sweep, or with `--webhook-url` the announcements.
     fn catch_up(&self, seen_as_standby: Vec<(ResourceView, ResourceEventKind)>) {
+        // The sweep's own trace: the writes it queues are its children.
+        let span = tracing::info_span!(
+            "reloader.catch_up",
+            "reloader.catch_up.queued" = tracing::field::Empty,
+            "reloader.catch_up.replayed" = tracing::field::Empty,
+            "reloader.catch_up.announced" = tracing::field::Empty,
+        );
+        let _entered = span.enter();
         let index = self.index.read().expect("index lock");
         if let Some(notifier) = &self.notifier {
             let announced = announce_listed(&index, &self.scope, &self.config, notifier.as_ref());
+            span.record("reloader.catch_up.announced", announced);
             info!(announced, "leader catch-up done (--webhook-url: nothing written)");
         } else {
             let Swept { queued, replayed, not_updated } = sweep(
@@ -108,6 +117,7 @@ impl CatchUp {
                 Instant::now(),
             );
             self.metrics.strategy_not_updated(not_updated);
+            span.record("reloader.catch_up.queued", queued).record("reloader.catch_up.replayed", replayed);
             info!(queued, replayed, "leader catch-up sweep done");
         }
     }

@@ -23,14 +23,14 @@ use reloader_core::model::{ResourceKey, ResourceKind, WorkloadKey, WorkloadKind}
 use reloader_core::options::Options;
 use reloader_core::views::{ResourceView, WorkloadView};
 use tokio::sync::watch;
-use tracing::{debug, info, warn};
+use tracing::{Instrument as _, debug, info, warn};
 
 use self::pause::PauseTimers;
 use self::standby::StandbyChanges;
 use crate::executor::{Executor, Work};
 use crate::notify::events::{EventSink, EventTarget, WorkloadEvent};
-use crate::notify::webhook::{ResourceNotice, WebhookNotifier};
-use crate::observe::metrics::{EventType, Metrics, ProcessResult, SkipReason};
+use crate::notify::webhook::{ResourceNotice, WebhookNotifier, notify_span};
+use crate::observe::metrics::{EventType, Metrics, NotificationChannel, ProcessResult, SkipReason};
 use crate::scope::ScopeFilter;
 use crate::sources::Phase;
 
@@ -76,11 +76,15 @@ pub(crate) fn notice(view: &ResourceView, event: EventType) -> ResourceNotice {
 impl ResourceNotifier for Arc<WebhookNotifier> {
     fn notify(&self, notice: ResourceNotice) {
         let notifier = self.clone();
-        tokio::spawn(async move {
-            if let Err(e) = WebhookNotifier::notify(&notifier, &notice).await {
-                tracing::error!(error = %e, resource = %notice.name, "webhook notification failed");
+        let span = notify_span(NotificationChannel::Webhook);
+        tokio::spawn(
+            async move {
+                if let Err(e) = WebhookNotifier::notify(&notifier, &notice).await {
+                    tracing::error!(error = %e, resource = %notice.name, "webhook notification failed");
+                }
             }
-        });
+            .instrument(span),
+        );
     }
 }
 
@@ -151,6 +155,13 @@ impl Reconciler {
             (_, ResourceChange::ContentChanged { .. }) => Some(ResourceEventKind::Updated),
             _ => None,
         };
+        // A trace per watch event, and per change a re-list finds; none for the initial list
+        // (the state of the world) nor for the unchanged objects a re-list returns.
+        let span = match (phase, event) {
+            (Phase::Live, _) | (Phase::Relist, Some(_)) => resource_event_span(&view.key),
+            (Phase::InitialList, _) | (Phase::Relist, None) => tracing::Span::none(),
+        };
+        let _entered = span.enter();
         let Some(event) = event else {
             let result = match (phase, &change) {
                 (Phase::InitialList, _) => self.listed_result(&view.key),
@@ -158,7 +169,7 @@ impl Reconciler {
                 _ if !self.scope.contains(&view.key.namespace) => ProcessResult::NamespaceOutOfScope,
                 _ => ProcessResult::NoContentChange,
             };
-            self.metrics.event_processed(event_type, resource_type, result, received.elapsed());
+            self.processed(event_type, resource_type, result, received.elapsed());
             return;
         };
         self.dispatch(&view, event, received);
@@ -166,10 +177,12 @@ impl Reconciler {
 
     pub(crate) fn resource_deleted(&self, view: ResourceView) {
         let received = Instant::now();
+        let span = resource_event_span(&view.key);
+        let _entered = span.enter();
         self.metrics.event_received(EventType::Delete, view.key.kind);
         let removed = self.index.write().expect("index lock").remove_resource(&view.key);
         if !self.config.reload_on_delete {
-            self.metrics.event_processed(
+            self.processed(
                 EventType::Delete,
                 view.key.kind,
                 ProcessResult::ReloadOnDeleteDisabled,
@@ -301,7 +314,7 @@ impl Reconciler {
         if !self.scope.contains(&view.key.namespace) {
             self.metrics.skipped(SkipReason::NamespaceOutOfScope);
             let result = ProcessResult::NamespaceOutOfScope;
-            self.metrics.event_processed(event_type, resource_type, result, received.elapsed());
+            self.processed(event_type, resource_type, result, received.elapsed());
             return;
         }
         // Before `ignore`: Stakater posts every change in this mode without reading annotations.
@@ -309,23 +322,13 @@ impl Reconciler {
             if *self.leader.borrow() {
                 notifier.notify(notice(view, event_type));
             }
-            self.metrics.event_processed(
-                event_type,
-                resource_type,
-                ProcessResult::Webhook,
-                received.elapsed(),
-            );
+            self.processed(event_type, resource_type, ProcessResult::Webhook, received.elapsed());
             return;
         }
         if view.ignored {
             self.metrics.skipped(SkipReason::Decision(DecideSkip::ResourceIgnored));
             self.record_scan(view, &[]);
-            self.metrics.event_processed(
-                event_type,
-                resource_type,
-                ProcessResult::Ignored,
-                received.elapsed(),
-            );
+            self.processed(event_type, resource_type, ProcessResult::Ignored, received.elapsed());
             return;
         }
         self.standby.record_unless_leading(&self.leader, view, event);
@@ -333,17 +336,45 @@ impl Reconciler {
         self.record_scan(view, &plans);
         let mut matched = 0u64;
         for (workload, plan) in &plans {
+            let decision = decision_span(workload);
+            let _entered = decision.enter();
             match plan {
                 Ok(change) => {
                     matched += 1;
+                    if !decision.is_disabled() {
+                        let index = self.index.read().expect("index lock");
+                        let rule = index.reload_rule(workload, view, &self.config.decide);
+                        drop(index);
+                        decision
+                            .record("reloader.decision.rule", rule)
+                            .record("reloader.reload.strategy", change.strategy.as_str());
+                    }
                     debug!(%workload, resource = %view.key, "queueing reload");
+                    // The executor takes this span's context along: the write joins this trace.
                     self.queue.enqueue(workload.clone(), Work::Reload(vec![change.clone()]), received);
                 }
-                Err(reason) => self.metrics.skipped(SkipReason::Decision(*reason)),
+                Err(reason) => {
+                    decision.record("reloader.decision.skip_reason", reason.as_label());
+                    self.metrics.skipped(SkipReason::Decision(*reason));
+                }
             }
         }
         let result = if matched > 0 { ProcessResult::Queued } else { ProcessResult::NoMatch };
-        self.metrics.event_processed(event_type, resource_type, result, received.elapsed());
+        self.processed(event_type, resource_type, result, received.elapsed());
+    }
+
+    /// Counts the event's handling, and records it on the event's span.
+    fn processed(
+        &self,
+        event_type: EventType,
+        resource_type: ResourceKind,
+        result: ProcessResult,
+        took: std::time::Duration,
+    ) {
+        tracing::Span::current()
+            .record("reloader.event.type", event_type.as_label())
+            .record("reloader.event.result", result.as_label());
+        self.metrics.event_processed(event_type, resource_type, result, took);
     }
 
     /// How Stakater's controller takes a resource of its first list (SecretProviderClassPodStatus
@@ -386,4 +417,29 @@ impl Reconciler {
             self.metrics.workloads_matched(kind, matched);
         }
     }
+}
+
+/// The span of one watch event on a ConfigMap or Secret: its kind and name, never its data.
+fn resource_event_span(key: &ResourceKey) -> tracing::Span {
+    tracing::info_span!(
+        "reloader.resource_event",
+        "reloader.resource.kind" = %key.kind,
+        "k8s.namespace.name" = %key.namespace,
+        "reloader.resource.name" = %key.name,
+        "reloader.event.type" = tracing::field::Empty,
+        "reloader.event.result" = tracing::field::Empty,
+    )
+}
+
+/// The span of the decision for one candidate workload: the rule that applied, or why not.
+fn decision_span(workload: &WorkloadKey) -> tracing::Span {
+    tracing::info_span!(
+        "reloader.decision",
+        "reloader.workload.kind" = workload.kind.as_str(),
+        "k8s.namespace.name" = %workload.namespace,
+        "reloader.workload.name" = %workload.name,
+        "reloader.decision.rule" = tracing::field::Empty,
+        "reloader.reload.strategy" = tracing::field::Empty,
+        "reloader.decision.skip_reason" = tracing::field::Empty,
+    )
 }

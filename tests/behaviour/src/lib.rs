@@ -10,3 +10,4 @@
 pub mod chart;
 pub mod fixtures;
 pub mod fixtures_extra;
+pub mod otlp;

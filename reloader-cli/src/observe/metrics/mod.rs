@@ -8,7 +8,7 @@
 //! The exposition format is OpenMetrics text: counters are registered without their `_total`
 //! suffix because the encoder appends it to the sample names.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use reloader_core::model::WorkloadKind;
@@ -39,7 +39,7 @@ mod values;
 pub(crate) use self::rest_client::RestClientMetricsLayer;
 pub(crate) use self::values::{
     ActionResult, AdmissionOperation, AdmissionOutcome, AdmissionRejection, ErrorType, EventType,
-    NotificationChannel, ProcessResult, ResourceType, SkipReason,
+    NotificationChannel, ProcessResult, ResourceType, SkipReason, SpanDropReason,
 };
 
 /// Bucket bounds in seconds for our own latency histograms: from a millisecond (a cached
@@ -304,6 +304,11 @@ impl Metrics {
             "Request latency in seconds. Broken down by verb and host.",
             Unit::Seconds,
             rest_latency.clone(),
+        );
+        registry.register(
+            "reloader_trace_spans_dropped",
+            "Finished trace spans not exported (queue full, export failed), by reason",
+            TRACE_SPANS_DROPPED.clone(),
         );
         registry.register_collector(Box::new(process::ProcessCollector));
         registry.register(
@@ -570,6 +575,15 @@ impl Metrics {
 
 fn bool_label(value: bool) -> &'static str {
     if value { "true" } else { "false" }
+}
+
+/// Spans the trace pipeline dropped. Process-wide, like the pipeline itself (installed before
+/// any [`Metrics`] exists); every registry exposes it.
+static TRACE_SPANS_DROPPED: LazyLock<Family<ReasonLabels, Counter>> = LazyLock::new(Family::default);
+
+/// Counts `spans` dropped by the trace pipeline for `reason`.
+pub(crate) fn trace_spans_dropped(reason: SpanDropReason, spans: u64) {
+    TRACE_SPANS_DROPPED.get_or_create(&ReasonLabels { reason: reason.as_label() }).inc_by(spans);
 }
 
 #[cfg(test)]

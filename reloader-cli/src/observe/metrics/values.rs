@@ -542,3 +542,24 @@ impl EncodeLabelValue for HttpVerb {
         EncodeLabelValue::encode(&self.as_label(), encoder)
     }
 }
+
+/// Why finished spans were not exported: `reloader_trace_spans_dropped_total{reason}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SpanDropReason {
+    /// The export queue was full (the collector is slow or unreachable).
+    QueueFull,
+    /// The collector refused the batch, could not be reached, or did not answer in time.
+    ExportFailed,
+    /// Ended after the pipeline shut down.
+    ShutDown,
+}
+
+impl SpanDropReason {
+    pub(crate) fn as_label(self) -> &'static str {
+        match self {
+            SpanDropReason::QueueFull => "queue_full",
+            SpanDropReason::ExportFailed => "export_failed",
+            SpanDropReason::ShutDown => "shut_down",
+        }
+    }
+}

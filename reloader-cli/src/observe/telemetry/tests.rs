@@ -47,20 +47,105 @@ fn rust_log_replaces_the_level_flag() {
 }
 
 #[test]
-fn traces_url_appends_the_signal_path_once() {
-    assert_eq!(traces_url("http://127.0.0.1:4318"), "http://127.0.0.1:4318/v1/traces");
-    assert_eq!(traces_url("http://127.0.0.1:4318/"), "http://127.0.0.1:4318/v1/traces");
-    assert_eq!(traces_url("http://collector/otlp/"), "http://collector/otlp/v1/traces");
-    assert_eq!(traces_url("http://127.0.0.1:4318/v1/traces"), "http://127.0.0.1:4318/v1/traces");
+fn otlp_settings_follow_the_flag_then_the_standard_variables() {
+    use otlp::{ExportSettings, OtlpProtocol::*};
+    let http = |url: &str| Some(ExportSettings { protocol: HttpProtobuf, url: url.into(), ca_file: None });
+    let grpc = |url: &str| Some(ExportSettings { protocol: Grpc, url: url.into(), ca_file: None });
+    type Case<'a> = (Option<&'a str>, &'a [(&'a str, &'a str)], Option<ExportSettings>);
+    let cases: &[Case] = &[
+        // Nothing configured: nothing exported, whatever the protocol says.
+        (None, &[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")], None),
+        (None, &[("OTEL_EXPORTER_OTLP_ENDPOINT", "  ")], None),
+        // The generic endpoint is a base URL (clap passes it as the flag's value).
+        (
+            Some("http://c:4318"),
+            &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318")],
+            http("http://c:4318/v1/traces"),
+        ),
+        (Some("https://c:4318/"), &[], http("https://c:4318/v1/traces")),
+        (Some("http://c:4318/otlp/v1/traces"), &[], http("http://c:4318/otlp/v1/traces")),
+        // The per-signal URL is used as it is and wins over the generic variable...
+        (
+            Some("http://generic:4318"),
+            &[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://generic:4318"),
+                ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "https://traces:443/custom"),
+            ],
+            http("https://traces:443/custom"),
+        ),
+        (
+            None,
+            &[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://traces:4318/x")],
+            http("http://traces:4318/x"),
+        ),
+        // ...but not over the flag given on the command line.
+        (
+            Some("http://flag:4318"),
+            &[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://generic:4318"),
+                ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://traces:4318/x"),
+            ],
+            http("http://flag:4318/v1/traces"),
+        ),
+        // gRPC takes the endpoint as it is; the per-signal protocol wins.
+        (Some("http://c:4317"), &[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")], grpc("http://c:4317")),
+        (
+            Some("https://c:4317/"),
+            &[
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+                ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc"),
+            ],
+            grpc("https://c:4317"),
+        ),
+        (
+            Some("https://c:4318"),
+            &[
+                ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/ca.pem"),
+                ("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "/t.pem"),
+            ],
+            Some(ExportSettings {
+                protocol: HttpProtobuf,
+                url: "https://c:4318/v1/traces".into(),
+                ca_file: Some("/t.pem".into()),
+            }),
+        ),
+    ];
+    for (flag, env, expected) in cases {
+        let lookup =
+            |name: &str| env.iter().find(|(key, _)| *key == name).map(|(_, value)| value.to_string());
+        let resolved = otlp::resolve(*flag, lookup).unwrap_or_else(|e| panic!("{flag:?} {env:?}: {e:#}"));
+        assert_eq!(&resolved, expected, "{flag:?} {env:?}");
+    }
 }
 
 #[test]
-fn https_endpoints_are_refused_with_a_clear_message() {
-    let error = tracer_provider("https://collector.example:4318").unwrap_err().to_string();
-    assert!(
-        error.contains("http://") && error.contains("https://collector.example:4318/v1/traces"),
-        "{error}"
-    );
+fn otlp_settings_that_cannot_work_are_refused() {
+    type Case<'a> = (Option<&'a str>, &'a [(&'a str, &'a str)], &'a str);
+    let cases: &[Case] = &[
+        (Some("http://c:4318"), &[("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")], "http/json"),
+        (None, &[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "collector:4318")], "http:// or https://"),
+    ];
+    for (flag, env, expected) in cases {
+        let lookup =
+            |name: &str| env.iter().find(|(key, _)| *key == name).map(|(_, value)| value.to_string());
+        let error = otlp::resolve(*flag, lookup).unwrap_err().to_string();
+        assert!(error.contains(expected), "{error}");
+    }
+}
+
+#[test]
+fn https_endpoints_get_an_exporter_and_a_bad_ca_file_is_refused() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let _entered = runtime.enter();
+    for protocol in [otlp::OtlpProtocol::HttpProtobuf, otlp::OtlpProtocol::Grpc] {
+        let settings =
+            otlp::ExportSettings { protocol, url: "https://collector.example:4318".into(), ca_file: None };
+        otlp::exporter(&settings).unwrap_or_else(|e| panic!("{protocol:?}: {e:#}"));
+        let empty = tempfile::NamedTempFile::new().unwrap();
+        let settings = otlp::ExportSettings { ca_file: Some(empty.path().into()), ..settings };
+        let error = format!("{:#}", otlp::exporter(&settings).unwrap_err());
+        assert!(error.contains("no PEM certificate"), "{error}");
+    }
 }
 
 /// The only test in this binary that installs the global subscriber.
@@ -80,7 +165,7 @@ async fn spans_are_exported_to_a_local_otlp_receiver_on_shutdown() {
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, receiver).await });
 
-    let guard = init(false, LogLevel::Info, Some(&endpoint)).unwrap();
+    let guard = init(false, LogLevel::Info, Traces::Exported { otlp_endpoint: Some(&endpoint) }).unwrap();
     tracing::info_span!("otlp_probe_span", resource = "default/app-config").in_scope(|| {
         tracing::info!("inside the probe span");
     });

@@ -24,6 +24,8 @@ pub struct RecordedRequest {
     pub method: String,
     pub path: String,
     pub content_type: Option<String>,
+    /// The W3C trace context header, when the request carried one (tracing is on).
+    pub traceparent: Option<String>,
     pub body: Vec<u8>,
     pub status: u16,
 }
@@ -137,6 +139,7 @@ async fn record(
         method: method.to_string(),
         path: uri.path().to_owned(),
         content_type: headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned),
+        traceparent: headers.get("traceparent").and_then(|v| v.to_str().ok()).map(str::to_owned),
         body: body.to_vec(),
         status: status.as_u16(),
     });
