@@ -92,6 +92,20 @@ async fn measure(
         memory.push(MemoryAtScale { scale, objects, ours: ours_samples, stakater: stakater_samples });
     }
 
+    if options.memory_only {
+        let not_run = || Err::<_, String>("not run (--memory-only)".into());
+        let per_subject = || PerSubject { ours: not_run(), stakater: not_run() };
+        return Ok(Measurements {
+            memory,
+            floor: not_run(),
+            latency: per_subject(),
+            coalesce: per_subject(),
+            failover: not_run(),
+            sidecar: not_run(),
+            lease: plan.lease,
+        });
+    }
+
     say(began, "L1 floor: a minimal watch-then-patch client");
     let floor = latency::floor(plane, plan).await.map_err(|e| e.to_string());
 
