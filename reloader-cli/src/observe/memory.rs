@@ -25,7 +25,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 pub static malloc_conf: &[u8; JEMALLOC_CONF.len()] = JEMALLOC_CONF;
 
 #[cfg(feature = "jemalloc")]
-const JEMALLOC_CONF: &[u8; 97] =
+const JEMALLOC_CONF: &[u8; 99] =
     b"prof:true,prof_active:false,lg_prof_sample:16,narenas:1,background_thread:true,dirty_decay_ms:1000\0";
 
 /// Caps the allocator's arenas. Call first thing in `main`, before other threads exist.

@@ -14,7 +14,6 @@ mod heap;
 mod query;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use axum::Router;
@@ -26,7 +25,6 @@ use reloader_core::options::ListenAddr;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use query::MAX_CPU_SECONDS;
 use query::{HeapQuery, ProfileQuery};
 
 /// The endpoints served, for the index and the answer to an unknown profile name.
@@ -160,6 +158,9 @@ fn error_response(status: StatusCode, error: &dyn std::fmt::Display) -> Response
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use super::query::MAX_CPU_SECONDS;
     use super::*;
 
     /// How long a CPU profile may take beyond its duration (symbolising, encoding).
