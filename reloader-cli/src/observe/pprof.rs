@@ -97,15 +97,22 @@ async fn cpu_profile(State(state): State<PprofState>, RawQuery(query): RawQuery)
         return (StatusCode::CONFLICT, "a CPU profile is already being taken; try again when it ends\n")
             .into_response();
     };
-    // The sampler runs on a blocking thread until `stop` is dropped: after `duration`, at
-    // shutdown, or when the client goes away (this future is dropped).
+    // The sampler runs on a blocking thread until `stop` is dropped: `duration` after it started
+    // (starting can take seconds: pprof-rs loads the binary's symbols first), at shutdown, or
+    // when the client goes away (this future is dropped).
     let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let (started, sampling) = tokio::sync::oneshot::channel::<()>();
     let mut recording = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        cpu::record(&stopped)
+        cpu::record(started, &stopped)
     });
+    let sample_for = async {
+        if sampling.await.is_ok() {
+            tokio::time::sleep(duration).await;
+        }
+    };
     let early = tokio::select! {
-        () = tokio::time::sleep(duration) => None,
+        () = sample_for => None,
         () = state.shutdown.cancelled() => None,
         ended = &mut recording => Some(ended),
     };

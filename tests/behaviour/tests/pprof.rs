@@ -64,7 +64,8 @@ async fn profiles_on_the_pprof_port_read_by_go_tool_pprof() {
         .unwrap();
     let port = free_port();
     let pprof_addr = format!("--pprof-addr=127.0.0.1:{port}");
-    let reloader = env.reloader(Strategy::EnvVars, &["--enable-pprof", &pprof_addr]).await;
+    let reloader =
+        env.reloader_builder().args(["--enable-pprof".to_owned(), pprof_addr]).start().await.unwrap();
     let base = format!("http://127.0.0.1:{port}/debug/pprof");
 
     let (status, index) = fetch(&format!("{base}/")).await;
@@ -117,7 +118,7 @@ async fn without_enable_pprof_nothing_listens_on_the_pprof_port() {
     let env = TestEnv::new().await;
     let port = free_port();
     let pprof_addr = format!("--pprof-addr=127.0.0.1:{port}");
-    let reloader = env.reloader(Strategy::EnvVars, &[&pprof_addr]).await;
+    let reloader = env.reloader_builder().arg(pprof_addr).start().await.unwrap();
     // Ready: every server it starts is up by now.
     let refused = tokio::net::TcpStream::connect(("127.0.0.1", port)).await;
     assert!(refused.is_err(), "something listens on {port} without --enable-pprof");

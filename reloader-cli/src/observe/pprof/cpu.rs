@@ -3,6 +3,7 @@
 use std::sync::mpsc::Receiver;
 
 use pprof::protos::Message as _;
+use tokio::sync::oneshot;
 
 /// Samples per second, as Go's CPU profiler.
 const FREQUENCY_HZ: i32 = 100;
@@ -21,14 +22,16 @@ pub(crate) enum CpuProfileError {
     Encode(String),
 }
 
-/// Samples until `stop` is dropped (or sent to); returns the profile in pprof's protobuf format.
-/// Blocking: run it on a blocking thread.
-pub(crate) fn record(stop: &Receiver<()>) -> Result<Vec<u8>, CpuProfileError> {
+/// Samples until `stop` is dropped (or sent to), saying on `started` when sampling began;
+/// returns the profile in pprof's protobuf format. Blocking: run it on a blocking thread.
+pub(crate) fn record(started: oneshot::Sender<()>, stop: &Receiver<()>) -> Result<Vec<u8>, CpuProfileError> {
     let guard = pprof::ProfilerGuardBuilder::default()
         .frequency(FREQUENCY_HZ)
         .blocklist(&UNWIND_BLOCKLIST)
         .build()
         .map_err(CpuProfileError::Start)?;
+    // The caller may have gone away already: then `stop` is closed too.
+    let _ = started.send(());
     // Returns at once when the sender is dropped.
     let _ = stop.recv();
     let report = guard.report().build().map_err(CpuProfileError::Report)?;
