@@ -93,13 +93,11 @@ async fn measure(
     }
 
     if options.memory_only {
-        let not_run = || Err::<_, String>("not run (--memory-only)".into());
-        let per_subject = || PerSubject { ours: not_run(), stakater: not_run() };
         return Ok(Measurements {
             memory,
             floor: not_run(),
-            latency: per_subject(),
-            coalesce: per_subject(),
+            latency: PerSubject { ours: not_run(), stakater: not_run() },
+            coalesce: PerSubject { ours: not_run(), stakater: not_run() },
             failover: not_run(),
             sidecar: not_run(),
             lease: plan.lease,
@@ -167,6 +165,11 @@ async fn hold(plane: &ControlPlane, began: Instant) -> Result<(), BenchError> {
     tokio::signal::ctrl_c()
         .await
         .map_err(|source| BenchError::Io { context: "waiting for SIGINT".into(), source })
+}
+
+/// A scenario skipped by `--memory-only`.
+fn not_run<T>() -> Outcome<T> {
+    Err("not run (--memory-only)".into())
 }
 
 fn failed(error: BenchError) -> String {
