@@ -131,12 +131,12 @@ pub struct RunArgs {
           default_value_t = false, default_missing_value = "true", value_parser = go_bool)]
     pub sync_after_restart: bool,
 
-    /// Serve a profiling endpoint on --pprof-addr
+    /// Serve CPU and heap profiles (Go's /debug/pprof/) on --pprof-addr
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true, value_name = "BOOL",
           default_value_t = false, default_missing_value = "true", value_parser = go_bool)]
     pub enable_pprof: bool,
 
-    /// Address of the profiling endpoint
+    /// Address of the /debug/pprof/ server (never the metrics port)
     #[arg(long, value_name = "ADDR", default_value = ":6060")]
     pub pprof_addr: String,
 

@@ -21,6 +21,7 @@ use crate::notify::events::{EventRecorder, EventSink};
 use crate::notify::webhook::WebhookNotifier;
 use crate::observe::http::{self, Health};
 use crate::observe::metrics::Metrics;
+use crate::observe::pprof;
 use crate::rbac::{self, AccessReview, KubeAccessReview};
 use crate::reconcile::catch_up::{CatchUp, CatchUpConfig};
 use crate::reconcile::pause::PauseTimers;
@@ -39,6 +40,9 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     for warning in &options.warnings {
         warn!("{warning}");
     }
+    if options.pprof_addr.is_some() {
+        pprof::start_heap_sampling().await;
+    }
     let metrics = Metrics::new(options.metrics_count_by_namespace);
     let clients = Clients::infer(metrics.clone()).await?;
     let client = clients.client()?;
@@ -54,6 +58,11 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         "metrics and health server",
         http::serve(options.metrics_addr, metrics.clone(), health.clone(), shutdown.clone()),
     );
+
+    // --enable-pprof: CPU and heap profiles on their own port, never the metrics one.
+    if let Some(addr) = options.pprof_addr {
+        supervisor.spawn_service("pprof server", pprof::serve(addr, shutdown.clone()));
+    }
 
     // Leadership: the Lease campaign with --enable-ha, otherwise always the leader.
     let identity = options.pod_name.clone().unwrap_or_else(hostname);

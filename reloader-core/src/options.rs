@@ -68,7 +68,7 @@ pub struct Options {
     pub log_level: LogLevel,
     pub metrics_addr: ListenAddr,
     /// `Some` when `--enable-pprof` is set; never the metrics port.
-    pub(crate) pprof_addr: Option<ListenAddr>,
+    pub pprof_addr: Option<ListenAddr>,
     /// Zero: every change is written at once.
     pub coalesce_period: Duration,
     /// Finite and positive, or 0 for no limit.

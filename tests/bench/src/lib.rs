@@ -43,6 +43,8 @@ pub struct BenchOptions {
     pub log_dir: PathBuf,
     /// Keep the plane and its data set after measuring, until SIGINT, for profiling by hand.
     pub hold: bool,
+    /// M1/S1 only (comparing allocators or builds); the other scenarios are reported as not run.
+    pub memory_only: bool,
 }
 
 impl BenchOptions {

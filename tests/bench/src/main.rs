@@ -30,6 +30,9 @@ struct Args {
     /// Keep the control plane and the data set up after measuring, until Ctrl-C (for profiling).
     #[arg(long)]
     hold: bool,
+    /// Measure M1/S1 only (memory and start-up), skipping the other scenarios.
+    #[arg(long)]
+    memory_only: bool,
     /// Folder for latest.json, latest.svg and the controllers' logs [default: target/bench].
     #[arg(long)]
     out: Option<PathBuf>,
@@ -72,6 +75,7 @@ async fn main() -> anyhow::Result<ExitCode> {
         stakater: args.stakater_bin.filter(|path| !path.as_os_str().is_empty()),
         log_dir: out.join("logs"),
         hold: args.hold,
+        memory_only: args.memory_only,
     };
     anyhow::ensure!(
         options.binary.exists(),

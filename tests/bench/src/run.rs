@@ -92,6 +92,18 @@ async fn measure(
         memory.push(MemoryAtScale { scale, objects, ours: ours_samples, stakater: stakater_samples });
     }
 
+    if options.memory_only {
+        return Ok(Measurements {
+            memory,
+            floor: not_run(),
+            latency: PerSubject { ours: not_run(), stakater: not_run() },
+            coalesce: PerSubject { ours: not_run(), stakater: not_run() },
+            failover: not_run(),
+            sidecar: not_run(),
+            lease: plan.lease,
+        });
+    }
+
     say(began, "L1 floor: a minimal watch-then-patch client");
     let floor = latency::floor(plane, plan).await.map_err(|e| e.to_string());
 
@@ -153,6 +165,11 @@ async fn hold(plane: &ControlPlane, began: Instant) -> Result<(), BenchError> {
     tokio::signal::ctrl_c()
         .await
         .map_err(|source| BenchError::Io { context: "waiting for SIGINT".into(), source })
+}
+
+/// A scenario skipped by `--memory-only`.
+fn not_run<T>() -> Outcome<T> {
+    Err("not run (--memory-only)".into())
 }
 
 fn failed(error: BenchError) -> String {

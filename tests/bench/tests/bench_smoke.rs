@@ -18,6 +18,7 @@ async fn every_scenario_produces_a_figure_at_small_scale() {
         stakater: None,
         log_dir: out.path().join("logs"),
         hold: false,
+        memory_only: false,
     };
     let report = run(&options).await.expect("the small benchmark runs");
     print!("{}", report.table());
