@@ -21,15 +21,7 @@ impl Helm {
     /// The pinned helm in the cache and `charts/reloader`; an error naming `hack/build helm` when
     /// helm is missing.
     pub fn locate() -> Result<Self, PlaneError> {
-        let version = pinned_version("HELM_VERSION").ok_or_else(|| PlaneError::Manifest {
-            what: "hack/versions.env".into(),
-            detail: "HELM_VERSION is not set".into(),
-        })?;
-        let cache = cache_dir();
-        let binary = cache.join(format!("helm-{version}")).join("helm");
-        if !binary.exists() {
-            return Err(PlaneError::MissingBinaries { cache, missing: vec![binary] });
-        }
+        let binary = pinned_binary("HELM_VERSION", "helm")?;
         let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../charts/reloader");
         Ok(Self { binary, chart })
     }
@@ -155,6 +147,22 @@ impl Helm {
             );
             Err(PlaneError::Command { command, detail })
         }
+    }
+}
+
+/// `<cache>/<name>-<version>/<name>` for the version pinned as `variable`, as hack/build installs
+/// it; an error naming the missing file otherwise.
+pub(super) fn pinned_binary(variable: &str, name: &str) -> Result<PathBuf, PlaneError> {
+    let version = pinned_version(variable).ok_or_else(|| PlaneError::Manifest {
+        what: "hack/versions.env".into(),
+        detail: format!("{variable} is not set"),
+    })?;
+    let cache = cache_dir();
+    let binary = cache.join(format!("{name}-{version}")).join(name);
+    if binary.exists() {
+        Ok(binary)
+    } else {
+        Err(PlaneError::MissingBinaries { cache, missing: vec![binary] })
     }
 }
 

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use super::helm::pinned_version;
-use reloader_harness::{PlaneError, cache_dir};
+use super::helm::pinned_binary;
+use reloader_harness::PlaneError;
 
 /// `promtool` from the dev cache, as hack/lint-release builds it.
 #[derive(Debug, Clone)]
@@ -16,16 +16,7 @@ pub struct Promtool {
 impl Promtool {
     /// The pinned promtool in the cache; an error naming `hack/build promtool` when it is missing.
     pub fn locate() -> Result<Self, PlaneError> {
-        let version = pinned_version("PROMETHEUS_VERSION").ok_or_else(|| PlaneError::Manifest {
-            what: "hack/versions.env".into(),
-            detail: "PROMETHEUS_VERSION is not set".into(),
-        })?;
-        let cache = cache_dir();
-        let binary = cache.join(format!("promtool-{version}")).join("promtool");
-        if !binary.exists() {
-            return Err(PlaneError::MissingBinaries { cache, missing: vec![binary] });
-        }
-        Ok(Self { binary })
+        Ok(Self { binary: pinned_binary("PROMETHEUS_VERSION", "promtool")? })
     }
 
     /// `promtool check rules` on a rules file (`{"groups": [...]}`; JSON is YAML); its report, or
