@@ -17,6 +17,7 @@ pub mod exercise;
 mod helm;
 mod manifest;
 pub mod probe;
+mod promtool;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -26,6 +27,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 pub use apply::{ApplyMode, apply, write_service_account_kubeconfig};
 pub use helm::Helm;
 pub use manifest::{Controller, Cut, Manifest, RoleRef, RuleRemoval};
+pub use promtool::Promtool;
 
 use reloader_harness::{ControlPlane, PlaneError, Reloader};
 

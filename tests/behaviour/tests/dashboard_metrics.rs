@@ -3,14 +3,15 @@
 //! variable or an alert expression queries, and every label name those queries match or group on,
 //! is exported by the real binary on the plane once it has reloaded a workload, failed to write
 //! another and skipped a third. The chart renders the ConfigMap and the PrometheusRule only when
-//! they are enabled, with the usual namespace, label and annotation knobs. (`promtool check rules`
-//! on the rendered rules runs in hack/lint-release.)
+//! they are enabled, with the usual namespace, label and annotation knobs. Prometheus's own parser
+//! (`promtool check rules`, built by `hack/build promtool`) accepts the rendered alerting rules and
+//! every panel query of the dashboard.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use reloader_harness::{NotYet, Reloader, wait_until};
-use reloader_tests::chart::{Helm, Manifest};
+use reloader_tests::chart::{Helm, Manifest, Promtool};
 use reloader_tests::fixtures::*;
 use serde_json::{Value, json};
 
@@ -258,8 +259,18 @@ impl Exported {
     }
 }
 
+/// What a query of the chart is: Grafana runs panel and variable queries (only panel queries are
+/// PromQL; a variable's `label_values(...)` is Grafana's), Prometheus evaluates alerts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum QueryKind {
+    Panel,
+    Variable,
+    Alert,
+}
+
 /// One query of the chart: where it is, its text and what it reads.
 struct Query {
+    kind: QueryKind,
     place: String,
     text: String,
     reads: Reads,
@@ -284,6 +295,7 @@ fn dashboard_queries(dashboard: &Value) -> Vec<Query> {
             let text =
                 target["expr"].as_str().unwrap_or_else(|| panic!("panel {title:?}: a target without expr"));
             queries.push(Query {
+                kind: QueryKind::Panel,
                 place: format!("panel {title:?}"),
                 text: text.to_owned(),
                 reads: promql::reads(text),
@@ -297,6 +309,7 @@ fn dashboard_queries(dashboard: &Value) -> Vec<Query> {
         let query = &variable["query"];
         let text = query["query"].as_str().or(query.as_str()).expect("a variable's query");
         queries.push(Query {
+            kind: QueryKind::Variable,
             place: format!("variable {}", variable["name"]),
             text: text.to_owned(),
             reads: promql::variable_reads(text),
@@ -357,6 +370,7 @@ fn rendered_queries() -> Vec<Query> {
     let alerts = alert_expressions(rules[0]);
     assert_eq!(alerts.iter().map(|(alert, _)| alert.as_str()).collect::<Vec<_>>(), ALERTS);
     queries.extend(alerts.into_iter().map(|(alert, expr)| Query {
+        kind: QueryKind::Alert,
         place: format!("alert {alert}"),
         reads: promql::reads(&expr),
         text: expr,
@@ -510,6 +524,93 @@ fn the_chart_renders_the_dashboard_and_the_rules_only_when_enabled() {
     let without_api =
         helm.template(RELEASE, NAMESPACE, &json!({"prometheusRule": {"enabled": true}})).unwrap();
     assert!(objects_of_kind(&without_api, "PrometheusRule").is_empty());
+}
+
+fn under_ci() -> bool {
+    std::env::var("CI").is_ok_and(|value| value == "true")
+}
+
+/// The pinned promtool, or `None` (skip) when it is missing outside CI: hack/test builds it (in
+/// hack/lint-release) before the tests run; a first build takes about 14 minutes.
+fn promtool() -> Option<Promtool> {
+    match Promtool::locate() {
+        Ok(promtool) => Some(promtool),
+        Err(error) => {
+            assert!(!under_ci(), "{error}");
+            eprintln!("skipped: {error}");
+            None
+        }
+    }
+}
+
+/// A panel query as Prometheus would receive it from Grafana: its interval variables
+/// (`$__rate_interval`, `$__interval`, ...) become a duration, every other variable (`$namespace`,
+/// `${job}`, ...) the regex that matches anything, as its "All" value does.
+fn fill_grafana_variables(query: &str) -> String {
+    let mut filled = String::with_capacity(query.len());
+    let mut rest = query;
+    while let Some(dollar) = rest.find('$') {
+        filled.push_str(&rest[..dollar]);
+        let after = &rest[dollar + 1..];
+        let (name, tail) = match after.strip_prefix('{') {
+            Some(braced) => braced.split_once('}').unwrap_or((braced, "")),
+            None => {
+                let end =
+                    after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(after.len());
+                after.split_at(end)
+            }
+        };
+        filled.push_str(if name.starts_with("__") { "1m" } else { ".*" });
+        rest = tail;
+    }
+    filled.push_str(rest);
+    filled
+}
+
+#[test]
+fn grafana_variables_are_filled_as_grafana_would() {
+    let cases = [
+        ("rate(a_total[$__rate_interval])", "rate(a_total[1m])"),
+        (r#"b{namespace=~"$namespace", job=~"${job}"}"#, r#"b{namespace=~".*", job=~".*"}"#),
+        (r#"c{pod=~"$pod_name"}[$__interval]"#, r#"c{pod=~".*"}[1m]"#),
+        ("no variables", "no variables"),
+    ];
+    for (query, filled) in cases {
+        assert_eq!(fill_grafana_variables(query), filled, "{query}");
+    }
+}
+
+/// Prometheus's own parser accepts what the chart ships: the alerting rules as rendered (every
+/// rule on) and each panel query of the dashboard, as a recording rule.
+#[test]
+fn promtool_accepts_the_alerting_rules_and_the_dashboard_queries() {
+    let Some(promtool) = promtool() else { return };
+    let manifest = render(&json!({"prometheusRule": {"enabled": true}, "reloader": {"enableHA": true}}));
+    let rules = objects_of_kind(&manifest, "PrometheusRule");
+    assert_eq!(rules.len(), 1, "one PrometheusRule");
+    let report =
+        promtool.check_rules(&rules[0]["spec"]).unwrap_or_else(|e| panic!("the alerting rules: {e}"));
+    assert!(report.contains(&format!("SUCCESS: {} rules found", ALERTS.len())), "{report}");
+
+    let dashboard: Value = serde_json::from_str(DASHBOARD_FILE).expect("the dashboard is JSON");
+    let panel_queries: Vec<Query> =
+        dashboard_queries(&dashboard).into_iter().filter(|query| query.kind == QueryKind::Panel).collect();
+    assert!(!panel_queries.is_empty(), "the dashboard has panel queries");
+    let recorded: Vec<Value> = panel_queries
+        .iter()
+        .enumerate()
+        .map(|(i, query)| json!({"record": format!("dashboard:query{i}"), "expr": fill_grafana_variables(&query.text)}))
+        .collect();
+    let rules = json!({"groups": [{"name": "dashboard", "rules": recorded}]});
+    let report = promtool.check_rules(&rules).unwrap_or_else(|e| {
+        let places: Vec<_> = panel_queries
+            .iter()
+            .enumerate()
+            .map(|(i, q)| format!("dashboard:query{i} = {}", q.place))
+            .collect();
+        panic!("the dashboard's queries: {e}\n{}", places.join("\n"))
+    });
+    assert!(report.contains(&format!("SUCCESS: {} rules found", panel_queries.len())), "{report}");
 }
 
 /// One case of the PromQL reader: the expression, its selectors (metric, matcher labels) and its

@@ -6,7 +6,8 @@ use std::process::Command;
 use super::manifest::Manifest;
 use reloader_harness::{PlaneError, cache_dir};
 
-/// hack/versions.env, for HELM_VERSION (the harness's `Versions` has no use for helm itself).
+/// hack/versions.env, for HELM_VERSION and PROMETHEUS_VERSION (the harness's `Versions` has no
+/// use for helm or promtool).
 const VERSIONS_ENV: &str = include_str!("../../../../hack/versions.env");
 
 /// `helm` from the dev cache (`hack/build helm`), pointed at the repository's chart.
@@ -20,15 +21,7 @@ impl Helm {
     /// The pinned helm in the cache and `charts/reloader`; an error naming `hack/build helm` when
     /// helm is missing.
     pub fn locate() -> Result<Self, PlaneError> {
-        let version = pinned_helm_version().ok_or_else(|| PlaneError::Manifest {
-            what: "hack/versions.env".into(),
-            detail: "HELM_VERSION is not set".into(),
-        })?;
-        let cache = cache_dir();
-        let binary = cache.join(format!("helm-{version}")).join("helm");
-        if !binary.exists() {
-            return Err(PlaneError::MissingBinaries { cache, missing: vec![binary] });
-        }
+        let binary = pinned_binary("HELM_VERSION", "helm")?;
         let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../charts/reloader");
         Ok(Self { binary, chart })
     }
@@ -157,10 +150,27 @@ impl Helm {
     }
 }
 
-fn pinned_helm_version() -> Option<String> {
+/// `<cache>/<name>-<version>/<name>` for the version pinned as `variable`, as hack/build installs
+/// it; an error naming the missing file otherwise.
+pub(super) fn pinned_binary(variable: &str, name: &str) -> Result<PathBuf, PlaneError> {
+    let version = pinned_version(variable).ok_or_else(|| PlaneError::Manifest {
+        what: "hack/versions.env".into(),
+        detail: format!("{variable} is not set"),
+    })?;
+    let cache = cache_dir();
+    let binary = cache.join(format!("{name}-{version}")).join(name);
+    if binary.exists() {
+        Ok(binary)
+    } else {
+        Err(PlaneError::MissingBinaries { cache, missing: vec![binary] })
+    }
+}
+
+/// A version pinned in hack/versions.env (`HELM_VERSION`, `PROMETHEUS_VERSION`, ...).
+pub(super) fn pinned_version(variable: &str) -> Option<String> {
     VERSIONS_ENV.lines().map(str::trim).filter(|line| !line.starts_with('#')).find_map(|line| {
         let (name, value) = line.split_once('=')?;
-        (name.trim() == "HELM_VERSION").then(|| value.trim().trim_matches('"').to_owned())
+        (name.trim() == variable).then(|| value.trim().trim_matches('"').to_owned())
     })
 }
 
@@ -192,7 +202,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_helm_version_is_pinned() {
-        assert!(pinned_helm_version().is_some_and(|version| version.starts_with("v3.")));
+    fn the_helm_and_prometheus_versions_are_pinned() {
+        assert!(pinned_version("HELM_VERSION").is_some_and(|version| version.starts_with("v3.")));
+        assert!(pinned_version("PROMETHEUS_VERSION").is_some_and(|version| version.starts_with("v0.")));
+        assert_eq!(pinned_version("NO_SUCH_VERSION"), None);
     }
 }
