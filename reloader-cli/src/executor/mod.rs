@@ -276,7 +276,17 @@ impl Executor {
         }
         if pending.resume {
             inner.metrics.rate_limit_wait(inner.limiter.acquire().await);
-            inner.writer.resume(&key).await;
+            // A span of its own: a resume joining a reload must not overwrite its outcome.
+            let span = tracing::info_span!(
+                "reloader.resume",
+                "reloader.write.verb" = tracing::field::Empty,
+                "http.request.method" = tracing::field::Empty,
+                "http.response.status_code" = tracing::field::Empty,
+                "reloader.write.retries" = tracing::field::Empty,
+                "reloader.write.outcome" = tracing::field::Empty,
+                "error.type" = tracing::field::Empty,
+            );
+            inner.writer.resume(&key).instrument(span).await;
         }
         debug!(workload = %key, "write finished");
     }

@@ -14,6 +14,10 @@
 //! The server-side applies also carry a key filter (`configmap-keys`), so the webhook's hash
 //! and the controller's agree on filtered references too.
 //!
+//! With the webhook, the controller's spans go to an OTLP receiver: the trace of a
+//! ConfigMap-first release shows the held write finding the marker the webhook stamped and
+//! writing nothing (docs/beyond-stakater.md §11 shows one).
+//!
 //! Build the binary first: `cargo build -p reloader-cli`.
 
 #[path = "support/webhook.rs"]
@@ -27,10 +31,11 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use reloader_harness::{ControlPlane, NotYet, free_port, wait_until};
+use reloader_harness::{ControlPlane, NotYet, Reloader, free_port, wait_until};
 use reloader_tests::fixtures::{
     ResourceKind, TestEnv, expected_env_var, filtered_hash, stakater_hash_configmap,
 };
+use reloader_tests::otlp::{OtlpReceiver, OtlpTransport, ReceivedSpan};
 use serde_json::{Value, json};
 use webhook::{Registration, certificates, start_reloader, webhook_args};
 
@@ -40,6 +45,8 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(90);
 const QUIET: Duration = Duration::from_secs(6);
 const APPLIER: &str = "gitops";
 const CM_KEYS: &str = "reloader.stakater.com/configmap-keys";
+/// Spans leave in batches at most a second old; the rest is the machine's load.
+const EXPORT_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Order {
@@ -56,6 +63,16 @@ enum Delivery {
 }
 
 impl Delivery {
+    /// The deliveries whose ConfigMap reaches the API server before the Deployment.
+    fn configmap_first(self) -> bool {
+        matches!(
+            self,
+            Delivery::Helm
+                | Delivery::OneApply(Order::ConfigMapFirst)
+                | Delivery::TwoApplies(Order::ConfigMapFirst)
+        )
+    }
+
     const ALL: [Delivery; 5] = [
         Delivery::Helm,
         Delivery::OneApply(Order::ConfigMapFirst),
@@ -267,7 +284,8 @@ struct Measured {
     already_current: f64,
 }
 
-async fn measure(env: &TestEnv<'_>, with_webhook: bool) -> Measured {
+/// Measures every delivery; with the webhook, the controller exports its spans to `traces`.
+async fn measure(env: &TestEnv<'_>, with_webhook: bool, traces: Option<&OtlpReceiver>) -> Measured {
     let TestEnv { plane, ns, client, .. } = env;
     let namespace = ns.name();
     let certs = certificates();
@@ -278,7 +296,18 @@ async fn measure(env: &TestEnv<'_>, with_webhook: bool) -> Measured {
         args = webhook_args(namespace, port, &certs);
         args.push(COALESCE.to_owned());
     }
-    let reloader = start_reloader(plane, &format!("reloader-one-rollout-{with_webhook}"), &args).await;
+    let name = format!("reloader-one-rollout-{with_webhook}");
+    let reloader = match traces {
+        Some(receiver) => Reloader::builder(plane)
+            .name(name)
+            .args(args)
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
+            .env("OTEL_EXPORTER_OTLP_PROTOCOL", OtlpTransport::HttpProtobuf.protocol())
+            .start()
+            .await
+            .expect("reloader starts"),
+        None => start_reloader(plane, &name, &args).await,
+    };
     if with_webhook {
         registration = Some(Registration::create(plane, namespace, port, &certs.ca_pem).await);
         wait_webhook_active(client, namespace).await;
@@ -310,7 +339,8 @@ async fn measure(env: &TestEnv<'_>, with_webhook: bool) -> Measured {
 async fn with_the_webhook_a_release_rolls_once_whatever_the_order() {
     // Each template change is held for the window, so every ordering is one rollout.
     let env = TestEnv::new().await;
-    let measured = measure(&env, true).await;
+    let receiver = OtlpReceiver::start(OtlpTransport::HttpProtobuf, false).await;
+    let measured = measure(&env, true, Some(&receiver)).await;
     eprintln!("with the webhook and {COALESCE}: {measured:?}");
     // docs/beyond-stakater.md §11.
     let expected: Vec<(Delivery, usize)> = Delivery::ALL.into_iter().map(|d| (d, 1)).collect();
@@ -320,12 +350,91 @@ async fn with_the_webhook_a_release_rolls_once_whatever_the_order() {
     // had refreshed, and wrote nothing.
     assert_eq!(measured.writes, 2.0, "{measured:?}");
     assert!(measured.already_current >= 3.0, "{measured:?}");
+    for delivery in Delivery::ALL.into_iter().filter(|d| d.configmap_first()) {
+        the_trace_shows_the_stamp_made_the_write_unneeded(&receiver, env.ns.name(), delivery).await;
+    }
+}
+
+/// The release-2 ConfigMap update of a ConfigMap-first `delivery` is one trace: its event, the
+/// decision to reload, and a write that found the marker current (the webhook had stamped it
+/// while the write was held) and wrote nothing. The webhook's review of the Deployment update
+/// is a trace of its own, whose outcome is `patched`.
+async fn the_trace_shows_the_stamp_made_the_write_unneeded(
+    receiver: &OtlpReceiver,
+    namespace: &str,
+    delivery: Delivery,
+) {
+    let name = delivery.name();
+    let config = format!("{name}-config");
+    let is_update = |s: &ReceivedSpan| {
+        s.name == "reloader.resource_event"
+            && s.attribute("reloader.resource.name") == Some(config.as_str())
+            && s.attribute("reloader.event.type") == Some("update")
+    };
+    let spans = receiver
+        .wait_for(&format!("{name}: the held write's span"), EXPORT_TIMEOUT, |spans| {
+            spans
+                .iter()
+                .filter(|s| is_update(s))
+                .any(|event| spans.iter().any(|s| s.name == "reloader.write" && s.trace_id == event.trace_id))
+        })
+        .await
+        .unwrap();
+    let in_trace = |event: &ReceivedSpan, span_name: &str| -> Vec<ReceivedSpan> {
+        spans.iter().filter(|s| s.trace_id == event.trace_id && s.name == span_name).cloned().collect()
+    };
+    // The release-1 update, if any, was not held by a stamp; the release-2 one is the last.
+    let event = spans.iter().filter(|s| is_update(s)).last().unwrap();
+    let decisions = in_trace(event, "reloader.decision");
+    let writes = in_trace(event, "reloader.write");
+    // The hold's end may join the held write (docs/beyond-stakater.md §11): a span of its own.
+    let resumes = in_trace(event, "reloader.resume");
+    let trace: Vec<String> = [event.clone()]
+        .iter()
+        .chain(&decisions)
+        .chain(&writes)
+        .chain(&resumes)
+        .map(|s| format!("{} {:?}", s.name, s.attributes))
+        .collect();
+    eprintln!("{name}: the ConfigMap update's trace:\n  {}", trace.join("\n  "));
+    assert_eq!(event.attribute("reloader.event.result"), Some("queued"), "{name}: {trace:#?}");
+    assert!(
+        decisions.iter().any(|d| d.attribute("reloader.workload.name") == Some(name)
+            && d.parent_span_id == event.span_id),
+        "{name}: the decision to reload {name} is a child of the event: {trace:#?}"
+    );
+    let write = writes
+        .iter()
+        .find(|w| w.attribute("reloader.workload.name") == Some(name))
+        .unwrap_or_else(|| panic!("{name}: no write span for {name}: {trace:#?}"));
+    assert_eq!(
+        write.attribute("reloader.write.outcome"),
+        Some("already_current"),
+        "{name}: the held write found the webhook's marker and wrote nothing: {trace:#?}"
+    );
+    assert_eq!(
+        write.attribute("http.response.status_code"),
+        None,
+        "{name}: no request was answered: {write:#?}"
+    );
+    let reviews: Vec<&ReceivedSpan> = spans
+        .iter()
+        .filter(|s| {
+            s.name == "reloader.admission_review"
+                && s.attribute("reloader.workload.name") == Some(name)
+                && s.attribute("k8s.namespace.name") == Some(namespace)
+                && s.attribute("reloader.admission.operation") == Some("UPDATE")
+                && s.attribute("reloader.admission.outcome") == Some("patched")
+        })
+        .collect();
+    assert!(!reviews.is_empty(), "{name}: the webhook's review of the Deployment update stamped it");
+    eprintln!("{name}: the webhook's review: {:?}", reviews.last().map(|r| &r.attributes));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_webhook_a_release_rolls_twice() {
     let env = TestEnv::new().await;
-    let measured = measure(&env, false).await;
+    let measured = measure(&env, false, None).await;
     eprintln!("without the webhook, {COALESCE}: {measured:?}");
     let expected: Vec<(Delivery, usize)> = Delivery::ALL.into_iter().map(|d| (d, 2)).collect();
     assert_eq!(measured.counts, expected);
