@@ -384,7 +384,7 @@ async fn the_trace_shows_the_stamp_made_the_write_unneeded(
         spans.iter().filter(|s| s.trace_id == event.trace_id && s.name == span_name).cloned().collect()
     };
     // The release-1 update, if any, was not held by a stamp; the release-2 one is the last.
-    let event = spans.iter().filter(|s| is_update(s)).next_back().unwrap();
+    let event = spans.iter().rfind(|s| is_update(s)).unwrap();
     let decisions = in_trace(event, "reloader.decision");
     let writes = in_trace(event, "reloader.write");
     // The hold's end may join the held write (docs/beyond-stakater.md §11): a span of its own.
