@@ -18,7 +18,7 @@ use crate::kinds::EnabledKinds;
 use crate::leader::{ElectionConfig, Leadership};
 use crate::notify::alerts::{AlertQueue, Alerter};
 use crate::notify::events::{EventRecorder, EventSink};
-use crate::notify::webhook::WebhookNotifier;
+use crate::notify::webhook::{WebhookNotifier, WebhookQueue};
 use crate::observe::http::{self, Health};
 use crate::observe::metrics::Metrics;
 use crate::observe::pprof;
@@ -165,7 +165,13 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             info!(
                 "webhook mode (--webhook-url): each change is POSTed to the webhook; no workload is ever reloaded"
             );
-            Some(Arc::new(WebhookNotifier::new(url.expose().to_string(), metrics.clone())?))
+            let (queue, delivery) =
+                WebhookQueue::new(WebhookNotifier::new(url.expose().to_string(), metrics.clone())?);
+            supervisor.spawn("webhook delivery", async move {
+                delivery.await;
+                Ok(())
+            });
+            Some(queue)
         }
         None => None,
     };

@@ -1,13 +1,24 @@
 //! `--webhook-url` mode: a changed ConfigMap/Secret is announced by an HTTP POST instead of a
 //! reload (docs/compatibility.md §9). Also home of the retrying POST shared with the alert sinks.
+//!
+//! Notices are POSTed one at a time, in the order of the changes, by a delivery loop fed by a
+//! bounded queue, so a slow endpoint never holds the watches; when the queue is full the notice
+//! is dropped, logged and counted.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use serde::Serialize;
+use tokio::sync::mpsc;
+use tracing::Instrument as _;
 
 use crate::observe::metrics::{EventType, Metrics, NotificationChannel};
+use crate::observe::trace;
+
+/// Notices waiting for the webhook; beyond this, new ones are dropped.
+const QUEUE_CAPACITY: usize = 1024;
 
 /// Per-attempt limits: a slow endpoint must not hold a notification for long.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -99,6 +110,56 @@ impl WebhookNotifier {
             ),
         }
         result
+    }
+}
+
+/// Where reconcile hands its notices; the delivery loop [`WebhookQueue::new`] returns POSTs them.
+#[derive(Clone)]
+pub(crate) struct WebhookQueue {
+    /// Each notice with the trace context of the change it announces.
+    queue: mpsc::Sender<(ResourceNotice, opentelemetry::Context)>,
+    metrics: Arc<Metrics>,
+}
+
+impl WebhookQueue {
+    /// The queue handle, and the delivery loop, which the caller owns and runs; it ends when
+    /// every handle is gone.
+    pub(crate) fn new(notifier: WebhookNotifier) -> (Self, impl Future<Output = ()> + Send + 'static) {
+        Self::with_capacity(notifier, QUEUE_CAPACITY)
+    }
+
+    fn with_capacity(
+        notifier: WebhookNotifier,
+        capacity: usize,
+    ) -> (Self, impl Future<Output = ()> + Send + 'static) {
+        let (queue, mut pending) = mpsc::channel::<(ResourceNotice, opentelemetry::Context)>(capacity);
+        let metrics = notifier.metrics.clone();
+        let delivery = async move {
+            while let Some((notice, change)) = pending.recv().await {
+                let span = notify_span(NotificationChannel::Webhook);
+                trace::set_parent(&span, &change);
+                // Failures are logged and counted by `notify`.
+                let _ = notifier.notify(&notice).instrument(span).await;
+            }
+        };
+        (Self { queue, metrics }, delivery)
+    }
+
+    /// Queues a notice and returns at once.
+    pub(crate) fn send(&self, notice: ResourceNotice) {
+        let dropped = match self.queue.try_send((notice, trace::current_context())) {
+            Ok(()) => return,
+            Err(mpsc::error::TrySendError::Full((notice, _))) => {
+                (notice, "webhook queue full; notification dropped")
+            }
+            Err(mpsc::error::TrySendError::Closed((notice, _))) => {
+                (notice, "webhook delivery has stopped; notification dropped")
+            }
+        };
+        let (notice, reason) = dropped;
+        tracing::warn!(event = notice.event.as_label(), kind = %notice.kind, namespace = %notice.namespace,
+            name = %notice.name, "{reason}");
+        self.metrics.notification(NotificationChannel::Webhook, false);
     }
 }
 

@@ -23,14 +23,14 @@ use reloader_core::model::{ResourceKey, ResourceKind, WorkloadKey, WorkloadKind}
 use reloader_core::options::Options;
 use reloader_core::views::{ResourceView, WorkloadView};
 use tokio::sync::watch;
-use tracing::{Instrument as _, debug, info, warn};
+use tracing::{debug, info, warn};
 
 use self::pause::PauseTimers;
 use self::standby::StandbyChanges;
 use crate::executor::{Executor, Work};
 use crate::notify::events::{EventSink, EventTarget, WorkloadEvent};
-use crate::notify::webhook::{ResourceNotice, WebhookNotifier, notify_span};
-use crate::observe::metrics::{EventType, Metrics, NotificationChannel, ProcessResult, SkipReason};
+use crate::notify::webhook::{ResourceNotice, WebhookQueue};
+use crate::observe::metrics::{EventType, Metrics, ProcessResult, SkipReason};
 use crate::scope::ScopeFilter;
 use crate::sources::Phase;
 
@@ -73,18 +73,9 @@ pub(crate) fn notice(view: &ResourceView, event: EventType) -> ResourceNotice {
     }
 }
 
-impl ResourceNotifier for Arc<WebhookNotifier> {
+impl ResourceNotifier for WebhookQueue {
     fn notify(&self, notice: ResourceNotice) {
-        let notifier = self.clone();
-        let span = notify_span(NotificationChannel::Webhook);
-        tokio::spawn(
-            async move {
-                if let Err(e) = WebhookNotifier::notify(&notifier, &notice).await {
-                    tracing::error!(error = %e, resource = %notice.name, "webhook notification failed");
-                }
-            }
-            .instrument(span),
-        );
+        self.send(notice);
     }
 }
 

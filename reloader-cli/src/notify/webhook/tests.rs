@@ -170,3 +170,44 @@ fn invalid_url_is_rejected_without_echoing_it() {
     let error = WebhookNotifier::new("not a url s3cr3t".to_owned(), Metrics::new(false)).err().unwrap();
     assert!(!format!("{error:#}").contains("s3cr3t"), "{error:#}");
 }
+
+fn named(name: &str) -> ResourceNotice {
+    ResourceNotice { name: name.to_owned(), ..notice() }
+}
+
+#[tokio::test]
+async fn the_queue_delivers_notices_one_at_a_time_in_order() {
+    // The first POST fails once, so a notice sent concurrently would overtake it.
+    let server = CaptureServer::start(&[StatusCode::SERVICE_UNAVAILABLE]).await;
+    let metrics = Metrics::new(false);
+    let (queue, delivery) =
+        WebhookQueue::new(WebhookNotifier::new(server.url.clone(), metrics.clone()).unwrap());
+    let delivery = tokio::spawn(delivery);
+    for name in ["first", "second", "third"] {
+        queue.send(named(name));
+    }
+    let names: Vec<String> = server
+        .wait_for(4)
+        .await
+        .iter()
+        .map(|r| {
+            serde_json::from_str::<serde_json::Value>(&r.body).unwrap()["name"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(names, ["first", "first", "second", "third"]);
+    drop(queue);
+    delivery.await.unwrap();
+    assert_eq!(notification_count(&metrics, true).as_deref(), Some("3"));
+}
+
+#[tokio::test]
+async fn a_full_queue_drops_the_notice_and_counts_it() {
+    let metrics = Metrics::new(false);
+    let notifier = WebhookNotifier::new("http://127.0.0.1:9/hook".to_owned(), metrics.clone()).unwrap();
+    // The delivery loop is not run: the one place fills up.
+    let (queue, _delivery) = WebhookQueue::with_capacity(notifier, 1);
+    queue.send(named("kept"));
+    assert_eq!(notification_count(&metrics, false), None);
+    queue.send(named("dropped"));
+    assert_eq!(notification_count(&metrics, false).as_deref(), Some("1"));
+}
