@@ -277,12 +277,10 @@ impl Executor {
         if pending.resume {
             inner.metrics.rate_limit_wait(inner.limiter.acquire().await);
             // A span of its own: a resume joining a reload must not overwrite its outcome.
+            // Always a PATCH; the writer records the rest.
             let span = tracing::info_span!(
                 "reloader.resume",
-                "reloader.write.verb" = tracing::field::Empty,
-                "http.request.method" = tracing::field::Empty,
                 "http.response.status_code" = tracing::field::Empty,
-                "reloader.write.retries" = tracing::field::Empty,
                 "reloader.write.outcome" = tracing::field::Empty,
                 "error.type" = tracing::field::Empty,
             );
