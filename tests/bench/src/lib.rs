@@ -13,6 +13,7 @@ mod chart;
 mod dataset;
 pub mod diff;
 mod identity;
+mod netns;
 mod observer;
 mod procfs;
 mod report;
