@@ -13,6 +13,7 @@ mod chart;
 mod dataset;
 pub mod diff;
 mod identity;
+mod markdown;
 mod netns;
 mod observer;
 mod procfs;
@@ -24,8 +25,10 @@ mod stats;
 mod subject;
 
 pub use chart::svg;
+pub use markdown::readme_table;
 pub use report::{Report, ScenarioResult, Target};
 pub use run::run;
+pub use subject::STAKATER_UNAVAILABLE;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -163,7 +166,8 @@ impl BenchError {
     }
 }
 
-/// Writes `latest.json` and `latest.svg` into `out_dir`; returns their paths.
+/// Writes `latest.json`, `latest.svg` and `latest.md` (README.md's table) into `out_dir`; returns
+/// the first two paths.
 pub fn write_report(report: &Report, out_dir: &std::path::Path) -> Result<(PathBuf, PathBuf), BenchError> {
     let io = |path: &std::path::Path| {
         let context = format!("writing {}", path.display());
@@ -175,5 +179,7 @@ pub fn write_report(report: &Report, out_dir: &std::path::Path) -> Result<(PathB
     std::fs::write(&json_path, text + "\n").map_err(io(&json_path))?;
     let svg_path = out_dir.join("latest.svg");
     std::fs::write(&svg_path, svg(report)).map_err(io(&svg_path))?;
+    let markdown_path = out_dir.join("latest.md");
+    std::fs::write(&markdown_path, readme_table(report)).map_err(io(&markdown_path))?;
     Ok((json_path, svg_path))
 }

@@ -89,7 +89,16 @@ async fn main() -> anyhow::Result<ExitCode> {
     let report = run(&options).await.context("running the benchmark")?;
     print!("{}", report.table());
     let (json, svg) = write_report(&report, &out)?;
-    println!("wrote {} and {} ({:.0} s)", json.display(), svg.display(), report.runtime_seconds);
+    println!(
+        "wrote {}, {} and {} (README.md's table; {:.0} s)",
+        json.display(),
+        svg.display(),
+        out.join("latest.md").display(),
+        report.runtime_seconds
+    );
+    if options.stakater.is_none() {
+        println!("{}", reloader_bench::STAKATER_UNAVAILABLE);
+    }
     let failed = report.scenarios.iter().filter(|s| s.error.is_some()).count();
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

@@ -238,7 +238,8 @@ mod tests {
             }
         });
         let inner_port = reloader_harness::free_port();
-        let network = IsolatedNetwork::create("test", apiserver_address, inner_port, logs.path()).await.unwrap();
+        let network =
+            IsolatedNetwork::create("test", apiserver_address, inner_port, logs.path()).await.unwrap();
 
         // Inside, the API server's own address reaches it (a listener on the same port in the same
         // namespace as the real one could not have been bound: the namespace is another one).
@@ -263,7 +264,8 @@ mod tests {
             let (mut stream, _) = inner.accept()?;
             stream.write_all(b"alive")
         });
-        let mut outside = TcpStream::connect(SocketAddrV4::new(LOOPBACK, network.exposed_port())).await.unwrap();
+        let mut outside =
+            TcpStream::connect(SocketAddrV4::new(LOOPBACK, network.exposed_port())).await.unwrap();
         let mut answer = [0u8; 5];
         outside.read_exact(&mut answer).await.unwrap();
         assert_eq!(&answer, b"alive");

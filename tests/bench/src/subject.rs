@@ -13,8 +13,10 @@ use reloader_harness::KubeconfigFile;
 use reloader_harness::free_port;
 use reloader_harness::process::{self, Process};
 
-/// Why the Stakater column is empty unless `STAKATER_BIN` names a binary.
-pub const STAKATER_UNAVAILABLE: &str = "unavailable: STAKATER_BIN names no Stakater Reloader binary";
+/// Why the Stakater column is empty unless `STAKATER_BIN` names a binary, and how to get one.
+pub const STAKATER_UNAVAILABLE: &str = "unavailable: STAKATER_BIN names no Stakater Reloader binary \
+     (build Stakater Reloader v1.4.21 from its sources as README.md's \"Benchmark\" section says, \
+     then run STAKATER_BIN=/path/to/it hack/bench)";
 /// Stakater v1 serves `/metrics` and `/live` on a fixed port; it has no `--metrics-addr`.
 const STAKATER_PORT: u16 = 9090;
 const READY_POLL: Duration = Duration::from_millis(20);
