@@ -37,7 +37,7 @@ pub struct BenchOptions {
     pub small: bool,
     /// Fractions of M1's data set to measure memory at, ascending (RSS against object count).
     pub scales: Vec<f64>,
-    /// Repetitions of the start-up/memory and fan-out measurements (median and spread).
+    /// Repetitions of M1/S1, F1 and H1 (median and spread).
     pub repeat: usize,
     /// Our `reloader` binary.
     pub binary: PathBuf,

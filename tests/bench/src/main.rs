@@ -18,7 +18,7 @@ struct Args {
     /// Fractions of M1's data set to measure memory at, comma-separated (`0.25,0.5,1` or `1/4,1/2,1`).
     #[arg(long, value_delimiter = ',', value_parser = parse_fraction)]
     scale: Vec<f64>,
-    /// Repetitions of the start-up/memory and fan-out measurements [default: 3, 1 with --small].
+    /// Repetitions of M1/S1, F1 and H1 [default: 3, 1 with --small].
     #[arg(long)]
     repeat: Option<usize>,
     /// Our reloader binary [default: target/release/reloader].
