@@ -188,7 +188,11 @@ where
     let mut connections = JoinSet::new();
     loop {
         while connections.try_join_next().is_some() {}
-        let Ok((mut inbound, _)) = listener.accept().await else { continue };
+        let Ok((mut inbound, _)) = listener.accept().await else {
+            // Out of descriptors or the like: let it pass rather than spin.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
         let outbound = connect();
         connections.spawn(async move {
             // A peer not listening yet (the controller starting) just closes this connection.
