@@ -46,12 +46,7 @@ pub fn readme_table(report: &Report) -> String {
             runs = row.runs(),
         );
     }
-    let mut notes: Vec<&str> = Vec::new();
-    for note in report.scenarios.iter().filter_map(|s| s.stakater_note.as_deref()) {
-        if !notes.contains(&note) {
-            notes.push(note);
-        }
-    }
+    let notes = report.stakater_notes();
     if !notes.is_empty() {
         out += "\nWhere Stakater has no figure: ";
         out += &notes.join("; ");

@@ -180,6 +180,17 @@ impl Report {
         })
     }
 
+    /// Why Stakater has no figure, each reason once, in row order.
+    pub fn stakater_notes(&self) -> Vec<&str> {
+        let mut notes: Vec<&str> = Vec::new();
+        for note in self.scenarios.iter().filter_map(|s| s.stakater_note.as_deref()) {
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+        }
+        notes
+    }
+
     /// The table printed to stdout: medians, with (min–max) where the figure was repeated.
     pub fn table(&self) -> String {
         let header = ["id", "unit", "ours", "stakater", "ratio", "target", "holds", "runs"];
@@ -212,13 +223,7 @@ impl Report {
         for row in &rows {
             out += &line(row);
         }
-        let mut notes: Vec<&str> = Vec::new();
-        for note in self.scenarios.iter().filter_map(|s| s.stakater_note.as_deref()) {
-            if !notes.contains(&note) {
-                notes.push(note);
-            }
-        }
-        for note in notes {
+        for note in self.stakater_notes() {
             out += &format!("stakater: {note}\n");
         }
         for failed in self.scenarios.iter().filter(|s| s.error.is_some()) {
