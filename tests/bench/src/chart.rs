@@ -15,8 +15,8 @@ const STAKATER: &str = "#d62728";
 
 /// The whole picture.
 pub fn svg(report: &Report) -> String {
-    let (ratios, ratios_height) = ratio_panel(report, 50.0);
-    let memory_top = 50.0 + ratios_height + 70.0;
+    let (ratios, ratios_height) = ratio_panel(report, 66.0);
+    let memory_top = 66.0 + ratios_height + 70.0;
     let memory = memory_panel(&report.m1_points, memory_top);
     let height = memory_top + PLOT_HEIGHT + 90.0;
     let mut out = String::new();
@@ -33,6 +33,14 @@ pub fn svg(report: &Report) -> String {
     );
     let _ =
         writeln!(out, r#"<text x="10" y="22" font-size="15" font-weight="bold">{}</text>"#, escape(&title));
+    let version = |key: &str| report.versions.get(key).and_then(|v| v.as_str()).unwrap_or("-").to_owned();
+    let versions = format!(
+        "Kubernetes {}; ours: {}; Stakater: {}; medians over the repetitions",
+        version("kubernetes"),
+        version("ours"),
+        version("stakater")
+    );
+    let _ = writeln!(out, r##"<text x="10" y="38" fill="#555">{}</text>"##, escape(&versions));
     out += &ratios;
     out += &memory;
     out += "</svg>\n";
@@ -41,8 +49,13 @@ pub fn svg(report: &Report) -> String {
 
 /// Horizontal bars of ours/Stakater, with each target as a mark and parity (1.0) as a line.
 fn ratio_panel(report: &Report, top: f64) -> (String, f64) {
-    let rows: Vec<_> =
-        report.scenarios.iter().filter(|s| matches!(s.target, Target::RatioAtMost(_))).collect();
+    // Every ratio-judged figure (with or without a ratio, so a missing one says why), and any
+    // other figure both controllers measured, so new rows appear without touching the chart.
+    let rows: Vec<_> = report
+        .scenarios
+        .iter()
+        .filter(|s| matches!(s.target, Target::RatioAtMost(_)) || s.ratio.is_some())
+        .collect();
     let plot_width = WIDTH - LABEL_WIDTH - 40.0;
     let max = rows.iter().filter_map(|s| s.ratio).fold(1.2_f64, f64::max);
     let x = |ratio: f64| LABEL_WIDTH + ratio / max * plot_width;

@@ -13,6 +13,8 @@ mod chart;
 mod dataset;
 pub mod diff;
 mod identity;
+mod markdown;
+mod netns;
 mod observer;
 mod procfs;
 mod report;
@@ -23,8 +25,10 @@ mod stats;
 mod subject;
 
 pub use chart::svg;
+pub use markdown::readme_table;
 pub use report::{Report, ScenarioResult, Target};
 pub use run::run;
+pub use subject::STAKATER_UNAVAILABLE;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -33,7 +37,7 @@ pub struct BenchOptions {
     pub small: bool,
     /// Fractions of M1's data set to measure memory at, ascending (RSS against object count).
     pub scales: Vec<f64>,
-    /// Repetitions of the start-up/memory and fan-out measurements (median and spread).
+    /// Repetitions of M1/S1, F1 and H1 (median and spread).
     pub repeat: usize,
     /// Our `reloader` binary.
     pub binary: PathBuf,
@@ -162,7 +166,8 @@ impl BenchError {
     }
 }
 
-/// Writes `latest.json` and `latest.svg` into `out_dir`; returns their paths.
+/// Writes `latest.json`, `latest.svg` and `latest.md` (README.md's table) into `out_dir`; returns
+/// the first two paths.
 pub fn write_report(report: &Report, out_dir: &std::path::Path) -> Result<(PathBuf, PathBuf), BenchError> {
     let io = |path: &std::path::Path| {
         let context = format!("writing {}", path.display());
@@ -174,5 +179,7 @@ pub fn write_report(report: &Report, out_dir: &std::path::Path) -> Result<(PathB
     std::fs::write(&json_path, text + "\n").map_err(io(&json_path))?;
     let svg_path = out_dir.join("latest.svg");
     std::fs::write(&svg_path, svg(report)).map_err(io(&svg_path))?;
+    let markdown_path = out_dir.join("latest.md");
+    std::fs::write(&markdown_path, readme_table(report)).map_err(io(&markdown_path))?;
     Ok((json_path, svg_path))
 }

@@ -18,7 +18,7 @@ struct Args {
     /// Fractions of M1's data set to measure memory at, comma-separated (`0.25,0.5,1` or `1/4,1/2,1`).
     #[arg(long, value_delimiter = ',', value_parser = parse_fraction)]
     scale: Vec<f64>,
-    /// Repetitions of the start-up/memory and fan-out measurements [default: 3, 1 with --small].
+    /// Repetitions of M1/S1, F1 and H1 [default: 3, 1 with --small].
     #[arg(long)]
     repeat: Option<usize>,
     /// Our reloader binary [default: target/release/reloader].
@@ -89,7 +89,16 @@ async fn main() -> anyhow::Result<ExitCode> {
     let report = run(&options).await.context("running the benchmark")?;
     print!("{}", report.table());
     let (json, svg) = write_report(&report, &out)?;
-    println!("wrote {} and {} ({:.0} s)", json.display(), svg.display(), report.runtime_seconds);
+    println!(
+        "wrote {}, {} and {} (README.md's table; {:.0} s)",
+        json.display(),
+        svg.display(),
+        out.join("latest.md").display(),
+        report.runtime_seconds
+    );
+    if options.stakater.is_none() {
+        println!("{}", reloader_bench::STAKATER_UNAVAILABLE);
+    }
     let failed = report.scenarios.iter().filter(|s| s.error.is_some()).count();
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

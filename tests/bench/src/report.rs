@@ -4,6 +4,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::procfs::Machine;
+use super::stats::Spread;
 
 /// What a figure must satisfy (docs/benchmark.md's target column).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -56,6 +57,10 @@ pub struct ScenarioResult {
     pub error: Option<String>,
     /// Samples, spreads and counts behind the figures.
     pub detail: Value,
+    /// Median, min and max over the repetitions, for figures measured more than once (`ours` and
+    /// `stakater` are then the medians).
+    pub ours_spread: Option<Spread>,
+    pub stakater_spread: Option<Spread>,
 }
 
 impl ScenarioResult {
@@ -77,7 +82,16 @@ impl ScenarioResult {
             holds: None,
             error: None,
             detail: Value::Null,
+            ours_spread: None,
+            stakater_spread: None,
         }
+    }
+
+    /// The repetitions behind the medians.
+    pub fn spreads(mut self, ours: Option<Spread>, stakater: Option<Spread>) -> Self {
+        self.ours_spread = ours;
+        self.stakater_spread = stakater;
+        self
     }
 
     pub fn ours(mut self, value: Option<f64>) -> Self {
@@ -150,6 +164,7 @@ impl Report {
                     "ours": s.ours, "stakater": s.stakater, "stakater_note": s.stakater_note,
                     "ratio": s.ratio, "target": s.target.describe(), "target_rule": s.target,
                     "holds": s.holds, "error": s.error, "detail": s.detail,
+                    "ours_spread": s.ours_spread, "stakater_spread": s.stakater_spread,
                 })
             })
             .collect();
@@ -165,27 +180,39 @@ impl Report {
         })
     }
 
-    /// The table printed to stdout.
+    /// Why Stakater has no figure, each reason once, in row order.
+    pub fn stakater_notes(&self) -> Vec<&str> {
+        let mut notes: Vec<&str> = Vec::new();
+        for note in self.scenarios.iter().filter_map(|s| s.stakater_note.as_deref()) {
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+        }
+        notes
+    }
+
+    /// The table printed to stdout: medians, with (min–max) where the figure was repeated.
     pub fn table(&self) -> String {
-        let header = ["id", "unit", "ours", "stakater", "ratio", "target", "holds"];
-        let rows: Vec<[String; 7]> = self
+        let header = ["id", "unit", "ours", "stakater", "ratio", "target", "holds", "runs"];
+        let rows: Vec<[String; 8]> = self
             .scenarios
             .iter()
             .map(|s| {
                 [
                     s.id.clone(),
                     s.unit.clone(),
-                    s.ours
-                        .map_or_else(|| if s.error.is_some() { "FAILED".into() } else { "-".into() }, number),
-                    s.stakater.map_or_else(|| "null".into(), number),
+                    figure_cell(s.ours, s.ours_spread)
+                        .unwrap_or_else(|| if s.error.is_some() { "FAILED".into() } else { "-".into() }),
+                    figure_cell(s.stakater, s.stakater_spread).unwrap_or_else(|| "null".into()),
                     s.ratio.map_or_else(|| "-".into(), |r| format!("{r:.3}")),
                     s.target.describe(),
                     s.holds.map_or_else(|| "-".into(), |h| if h { "yes".into() } else { "NO".into() }),
+                    s.runs(),
                 ]
             })
             .collect();
         let widths: Vec<usize> = (0..header.len())
-            .map(|c| rows.iter().map(|r| r[c].len()).chain([header[c].len()]).max().unwrap_or(0))
+            .map(|c| rows.iter().map(|r| r[c].chars().count()).chain([header[c].len()]).max().unwrap_or(0))
             .collect();
         let line = |cells: &[String]| {
             let padded: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
@@ -196,19 +223,37 @@ impl Report {
         for row in &rows {
             out += &line(row);
         }
-        let mut notes: Vec<&str> = Vec::new();
-        for note in self.scenarios.iter().filter_map(|s| s.stakater_note.as_deref()) {
-            if !notes.contains(&note) {
-                notes.push(note);
-            }
-        }
-        for note in notes {
+        for note in self.stakater_notes() {
             out += &format!("stakater: {note}\n");
         }
         for failed in self.scenarios.iter().filter(|s| s.error.is_some()) {
             out += &format!("{} failed: {}\n", failed.id, failed.error.as_deref().unwrap_or_default());
         }
         out
+    }
+}
+
+/// `median (min–max)` for a repeated figure, the figure alone otherwise.
+pub fn figure_cell(value: Option<f64>, spread: Option<Spread>) -> Option<String> {
+    let value = value?;
+    Some(match spread {
+        Some(spread) if spread.runs > 1 => {
+            format!("{} ({}–{})", number(value), number(spread.min), number(spread.max))
+        }
+        _ => number(value),
+    })
+}
+
+impl ScenarioResult {
+    /// How many repetitions the figures summarise: `ours/stakater`, or `1` for a single run.
+    pub fn runs(&self) -> String {
+        match (self.ours_spread, self.stakater_spread) {
+            (None, None) => "1".to_owned(),
+            (ours, stakater) => {
+                let runs = |s: Option<Spread>| s.map_or_else(|| "-".to_owned(), |s| s.runs.to_string());
+                format!("{}/{}", runs(ours), runs(stakater))
+            }
+        }
     }
 }
 

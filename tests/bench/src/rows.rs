@@ -33,15 +33,13 @@ pub struct Measurements {
     pub floor: Outcome<Latencies>,
     pub latency: PerSubject<LatencyOutcome>,
     pub coalesce: PerSubject<CoalesceOutcome>,
-    pub failover: Outcome<FailoverOutcome>,
+    pub failover: PerSubject<FailoverOutcome>,
     pub sidecar: Outcome<SidecarOutcome>,
     pub lease: LeaseTimings,
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
 const FLOOR_NOTE: &str = "n/a: the floor is a minimal watch-then-patch client, measured once";
-const H1_NOTE: &str =
-    "not run: Stakater v1 has no --metrics-addr, so 3 replicas cannot share :9090 on one machine";
 const P1_NOTE: &str = "n/a: ours only (Stakater has no sidecar mode)";
 
 /// How one figure is named, judged and picked out of an outcome of type `T`.
@@ -103,6 +101,20 @@ fn figure<T>(
     row.stakater(outcomes.stakater.as_ref().map(&value).map_err(Clone::clone))
 }
 
+/// One row of medians from a per-subject outcome measured repeatedly, with both spreads.
+fn spread_figure<T>(
+    outcomes: &PerSubject<T>,
+    id: &str,
+    title: &str,
+    unit: &str,
+    target: Target,
+    spread: impl Fn(&T) -> Option<Spread>,
+) -> ScenarioResult {
+    let pick = |outcome: &Outcome<T>| outcome.as_ref().ok().and_then(&spread);
+    figure(outcomes, id, title, unit, target, |o| spread(o).map(|s| s.median))
+        .spreads(pick(&outcomes.ours), pick(&outcomes.stakater))
+}
+
 /// A row only ours has.
 fn ours_only<T>(
     outcome: &Outcome<T>,
@@ -141,13 +153,13 @@ fn memory_rows(memory: &[MemoryAtScale]) -> Vec<ScenarioResult> {
             let ours = spread(&point.ours, pick);
             let stakater = spread(&point.stakater, pick);
             let outcomes = PerSubject { ours: ours.clone(), stakater: stakater.clone() };
-            let row = figure(
+            let row = spread_figure(
                 &outcomes,
                 &format!("M1-{id}@{}", point.scale),
                 &format!("M1 {title}, {} objects", point.objects),
                 "MiB",
                 target,
-                |s| s.map(|s| s.median),
+                |s| *s,
             );
             rows.push(
                 row.detail(json!({ "objects": point.objects, "ours": ours.ok(), "stakater": stakater.ok() })),
@@ -158,32 +170,30 @@ fn memory_rows(memory: &[MemoryAtScale]) -> Vec<ScenarioResult> {
     // S1 at the largest size.
     if let Some(point) = memory.last() {
         let at = PerSubject { ours: point.ours.clone(), stakater: point.stakater.clone() };
-        let median = |pick: fn(&StartupSample) -> f64| {
-            move |samples: &Vec<StartupSample>| {
-                Spread::of(&samples.iter().map(pick).collect::<Vec<_>>()).map(|s| s.median)
-            }
+        let spread = |pick: fn(&StartupSample) -> f64| {
+            move |samples: &Vec<StartupSample>| Spread::of(&samples.iter().map(pick).collect::<Vec<_>>())
         };
         let detail =
             json!({ "objects": point.objects, "stakater_ready_endpoint": "/live (it has no /readyz)" });
         rows.push(
-            figure(
+            spread_figure(
                 &at,
                 "S1-ready",
                 "S1 process start to ready",
                 "s",
                 Target::RatioAtMost(0.5),
-                median(|s| s.ready_seconds),
+                spread(|s| s.ready_seconds),
             )
             .detail(detail.clone()),
         );
         rows.push(
-            figure(
+            spread_figure(
                 &at,
                 "S1-first-reload",
                 "S1 process start to first reload applied",
                 "s",
                 Target::RatioAtMost(0.5),
-                median(|s| s.first_reload_seconds),
+                spread(|s| s.first_reload_seconds),
             )
             .detail(detail),
         );
@@ -247,13 +257,13 @@ fn latency_rows(latency: &PerSubject<LatencyOutcome>, floor: &Outcome<Latencies>
         rows.push(ours_only(floor, FLOOR_NOTE, row, pick).detail(json!(floor.as_ref().ok())));
     }
     rows.push(
-        figure(
+        spread_figure(
             latency,
             "F1",
             "F1 update to last of the fan-out changed",
             "s",
             Target::RatioAtMost(0.10),
-            |o| o.f1_spread.map(|s| s.median),
+            |o| o.f1_spread,
         )
         .detail(json!({
             "ours": latency.ours.as_ref().ok().map(|o| o.f1_spread),
@@ -297,32 +307,41 @@ fn latency_rows(latency: &PerSubject<LatencyOutcome>, floor: &Outcome<Latencies>
     rows
 }
 
-fn failover_rows(failover: &Outcome<FailoverOutcome>, lease: LeaseTimings) -> Vec<ScenarioResult> {
+fn failover_rows(failover: &PerSubject<FailoverOutcome>, lease: LeaseTimings) -> Vec<ScenarioResult> {
     let limit = lease.duration.as_secs_f64() + 2.0;
-    let detail = json!(failover.as_ref().ok());
-    let figures = [
+    let detail = json!({ "ours": failover.ours.as_ref().ok(), "stakater": failover.stakater.as_ref().ok() });
+    let counts = [
         Figure::new(
             "H1-lost",
-            "H1 updates lost across the fail-over",
+            "H1 updates lost across the fail-overs (sum over the runs)",
             "count",
             Target::Equals(0.0),
             |f: &FailoverOutcome| Some(f.lost as f64),
         ),
-        Figure::new("H1-doubled", "H1 updates applied twice", "count", Target::Equals(0.0), |f| {
-            Some(f.doubled as f64)
-        }),
         Figure::new(
+            "H1-doubled",
+            "H1 updates applied twice (sum over the runs)",
+            "count",
+            Target::Equals(0.0),
+            |f| Some(f.doubled as f64),
+        ),
+    ];
+    let mut rows: Vec<ScenarioResult> = counts
+        .into_iter()
+        .map(|f| figure(failover, f.id, f.title, f.unit, f.target, f.pick).detail(detail.clone()))
+        .collect();
+    rows.push(
+        spread_figure(
+            failover,
             "H1-takeover",
             "H1 SIGKILL to the new leader's first write",
             "s",
             Target::AtMost(limit),
-            |f| f.takeover_seconds,
-        ),
-    ];
-    figures
-        .into_iter()
-        .map(|f| ours_only(failover, H1_NOTE, f.row(), f.pick).detail(detail.clone()))
-        .collect()
+            |f| f.takeover,
+        )
+        .detail(detail),
+    );
+    rows
 }
 
 fn sidecar_rows(sidecar: &Outcome<SidecarOutcome>) -> Vec<ScenarioResult> {

@@ -98,7 +98,7 @@ async fn measure(
             floor: not_run(),
             latency: PerSubject { ours: not_run(), stakater: not_run() },
             coalesce: PerSubject { ours: not_run(), stakater: not_run() },
-            failover: not_run(),
+            failover: PerSubject { ours: not_run(), stakater: not_run() },
             sidecar: not_run(),
             lease: plan.lease,
         });
@@ -126,7 +126,13 @@ async fn measure(
     };
 
     say(began, "H1 fail-over (3 replicas, leader killed)");
-    let failover = failover::run(plane, ours, log_dir, plan).await.map_err(|e| e.to_string());
+    let failover = PerSubject {
+        ours: failover::run(plane, ours, log_dir, plan, options.repeat).await.map_err(|e| e.to_string()),
+        stakater: match stakater {
+            Ok(subject) => failover::run(plane, subject, log_dir, plan, options.repeat).await.map_err(failed),
+            Err(reason) => Err(reason.clone()),
+        },
+    };
 
     say(began, "P1 sidecar propagation");
     let sidecar = sidecar::run(plane, &ours.binary, log_dir, plan).await.map_err(|e| e.to_string());

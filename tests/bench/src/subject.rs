@@ -6,14 +6,17 @@ use std::time::{Duration, Instant};
 
 use super::BenchError;
 use super::identity::{self, NAMESPACE};
+use super::netns::IsolatedNetwork;
 use super::procfs::{self, Memory};
 use reloader_harness::ControlPlane;
 use reloader_harness::KubeconfigFile;
 use reloader_harness::free_port;
 use reloader_harness::process::{self, Process};
 
-/// Why the Stakater column is empty unless `STAKATER_BIN` names a binary.
-pub const STAKATER_UNAVAILABLE: &str = "unavailable: STAKATER_BIN names no Stakater Reloader binary";
+/// Why the Stakater column is empty unless `STAKATER_BIN` names a binary, and how to get one.
+pub const STAKATER_UNAVAILABLE: &str = "unavailable: STAKATER_BIN names no Stakater Reloader binary \
+     (build Stakater Reloader v1.4.21 from its sources as README.md's \"Benchmark\" section says, \
+     then run STAKATER_BIN=/path/to/it hack/bench)";
 /// Stakater v1 serves `/metrics` and `/live` on a fixed port; it has no `--metrics-addr`.
 const STAKATER_PORT: u16 = 9090;
 const READY_POLL: Duration = Duration::from_millis(20);
@@ -48,6 +51,9 @@ pub struct Launch {
     /// Run as this kubeconfig's identity instead of the benchmark's account (a chart's
     /// ServiceAccount in hack/diff-stakater's switching-day play).
     pub kubeconfig: Option<PathBuf>,
+    /// Stakater only: run in a network namespace of its own ([`IsolatedNetwork`]), so that several
+    /// replicas can each bind `:9090`. Ours needs none (`--metrics-addr` takes a free port).
+    pub own_network: bool,
 }
 
 impl Launch {
@@ -67,6 +73,16 @@ impl Launch {
 
     pub fn ours_only(mut self, arg: impl Into<String>) -> Self {
         self.ours_only_args.push(arg.into());
+        self
+    }
+
+    pub fn ours_only_args(mut self, args: impl IntoIterator<Item = String>) -> Self {
+        self.ours_only_args.extend(args);
+        self
+    }
+
+    pub fn own_network(mut self) -> Self {
+        self.own_network = true;
         self
     }
 }
@@ -120,14 +136,29 @@ impl Subject {
             ("RELOADER_NAMESPACE", Path::new(NAMESPACE)),
         ];
         envs.extend(launch.env.iter().map(|(key, value)| (key.as_str(), Path::new(value))));
+        let network = match self.flavour {
+            Flavour::Stakater if launch.own_network => {
+                let apiserver = apiserver_address(plane)?;
+                Some(IsolatedNetwork::create(&launch.name, apiserver, port, log_dir).await?)
+            }
+            _ => None,
+        };
+        let (program, args, port) = match &network {
+            Some(network) => {
+                let (program, mut entered) = network.enter(&self.binary);
+                entered.extend(args);
+                (program, entered, network.exposed_port())
+            }
+            None => (self.binary.clone(), args, port),
+        };
         let started = Instant::now();
-        let process = Process::start(&launch.name, &self.binary, &args, &envs, &log)?;
+        let process = Process::start(&launch.name, &program, &args, &envs, &log)?;
         let ready_path = match self.flavour {
             Flavour::Ours => "/readyz",
             // Stakater has no readiness endpoint; /live answering is the closest it says.
             Flavour::Stakater => "/live",
         };
-        Ok(Controller { process, started, port, ready_path, log, _kubeconfig: account })
+        Ok(Controller { process, started, port, ready_path, log, _kubeconfig: account, _network: network })
     }
 }
 
@@ -140,6 +171,8 @@ pub struct Controller {
     ready_path: &'static str,
     log: PathBuf,
     _kubeconfig: Option<KubeconfigFile>,
+    /// Dropped after `process`, so the controller is gone before its namespace.
+    _network: Option<IsolatedNetwork>,
 }
 
 impl Controller {
@@ -209,6 +242,14 @@ impl Controller {
     pub fn log_tail(&self, lines: usize) -> String {
         process::tail(&self.log, lines).map(|l| l.join("\n")).unwrap_or_default()
     }
+}
+
+/// The plane's API server as a socket address (its URL is `https://127.0.0.1:<port>`).
+fn apiserver_address(plane: &ControlPlane) -> Result<std::net::SocketAddr, BenchError> {
+    let url = plane.url();
+    url.strip_prefix("https://")
+        .and_then(|authority| authority.trim_end_matches('/').parse().ok())
+        .ok_or_else(|| BenchError::measure(format!("the API server URL {url} is not https://<ip>:<port>")))
 }
 
 /// `<binary> --version`, first line.
