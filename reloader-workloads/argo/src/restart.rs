@@ -77,7 +77,13 @@ fn overlay(markers: &mut Markers, recorded: AnnotationMarker) {
         let value: Box<str> = recorded.hash.to_hex().into();
         match markers.env.iter_mut().find(|m| *m.name == *name) {
             Some(marker) => marker.value = value,
-            None => markers.env.push(EnvMarker { container: 0, name: name.into(), value }),
+            None => markers.env.push(EnvMarker {
+                container: 0,
+                position: EnvMarker::NOT_IN_TEMPLATE,
+                name: name.into(),
+                value,
+                value_from: false,
+            }),
         }
     }
     markers.annotation = Some(recorded);
