@@ -87,8 +87,10 @@ fn template(view: &WorkloadView, keys: &AnnotationKeys) -> PodTemplateSpec {
             let mut annotations = BTreeMap::new();
             if shape.marker_annotation {
                 let value = view.markers.annotation.as_ref().map(marker_value);
-                annotations
-                    .insert(keys.last_reloaded_from.clone(), value.unwrap_or_else(|| UNREADABLE_MARKER.into()));
+                annotations.insert(
+                    keys.last_reloaded_from.clone(),
+                    value.unwrap_or_else(|| UNREADABLE_MARKER.into()),
+                );
             }
             annotations
         }),

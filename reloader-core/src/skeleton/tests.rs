@@ -90,8 +90,14 @@ fn templates() -> Vec<(&'static str, Value)> {
             "the same marker twice in one container",
             json!({"spec": {"containers": [{"name": "app", "env": [cm_marker(&old), env("A", "1"), cm_marker("x")]}]}}),
         ),
-        ("annotation recorded", json!({"metadata": annotation(&recorded), "spec": {"containers": [{"name": "app"}]}})),
-        ("annotation unreadable", json!({"metadata": annotation("{not json"), "spec": {"containers": [{"name": "app"}]}})),
+        (
+            "annotation recorded",
+            json!({"metadata": annotation(&recorded), "spec": {"containers": [{"name": "app"}]}}),
+        ),
+        (
+            "annotation unreadable",
+            json!({"metadata": annotation("{not json"), "spec": {"containers": [{"name": "app"}]}}),
+        ),
         (
             "annotations without the marker",
             json!({"metadata": {"annotations": {"team": "a"}}, "spec": {"containers": [{"name": "app"}]}}),
@@ -187,10 +193,7 @@ fn views_that_cannot_stand_for_their_object_have_no_skeleton() {
     let cases: Vec<(&str, Box<dyn Fn(&mut WorkloadView)>)> = vec![
         ("no resourceVersion", Box::new(|v| v.version = None)),
         ("no uid", Box::new(|v| v.uid = None)),
-        (
-            "65 containers",
-            Box::new(|v| v.containers = (0..65).map(|i| i.to_string().into()).collect()),
-        ),
+        ("65 containers", Box::new(|v| v.containers = (0..65).map(|i| i.to_string().into()).collect())),
     ];
     for (name, spoil) in cases {
         let mut spoiled = view.clone();

@@ -197,9 +197,10 @@ fn missing_templates_and_containers_are_errors() {
         let workload = reloader_core::model::WorkloadKey::new(kind, "ns", "web");
         assert_eq!(write, Err(WriteError::NoSuchContainer { workload, index: 2 }), "{kind}");
     }
-    let no_spec: Deployment =
-        serde_json::from_value(json!({"metadata": {"name": "web", "namespace": "ns", "uid": UID, "resourceVersion": VERSION}}))
-            .unwrap();
+    let no_spec: Deployment = serde_json::from_value(
+        json!({"metadata": {"name": "web", "namespace": "ns", "uid": UID, "resourceVersion": VERSION}}),
+    )
+    .unwrap();
     let key = reloader_core::model::WorkloadKey::new(WorkloadKind::Deployment, "ns", "web");
     assert_eq!(reload(&no_spec, &change), Err(WriteError::NoTemplate(key)));
 }
