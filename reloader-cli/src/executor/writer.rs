@@ -124,6 +124,9 @@ fn record_verb(write: &WorkloadWrite) {
     tracing::Span::current().record("reloader.write.verb", verb).record("http.request.method", method);
 }
 
+/// What a write attempt builds from the workload (a reload's or a resume's write).
+type BuildWrite<'a> = dyn Fn(&dyn Workload) -> Result<Option<WorkloadWrite>, WriteError> + Sync + 'a;
+
 /// Where a write was built from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Source {
@@ -276,10 +279,10 @@ impl Writer {
         key: &WorkloadKey,
         read: &Mutex<EventTarget>,
         first: &AtomicBool,
-        build: &(dyn Fn(&dyn Workload) -> Result<Option<WorkloadWrite>, WriteError> + Sync),
+        build: &BuildWrite<'_>,
     ) -> Result<Outcome, WriteFailure> {
         if first.swap(false, Ordering::Relaxed)
-            && let Some(loaded) = self.from_view(key)
+            && let Some(loaded) = self.stood_for_by_view(key)
             // A backend error from a view may only mean the view is behind: the read decides.
             && let Ok(write) = loaded.with(build)
         {
@@ -298,7 +301,7 @@ impl Writer {
     }
 
     /// The object the index's view of `key` stands for, where a write can be built from it.
-    fn from_view(&self, key: &WorkloadKey) -> Option<Loaded> {
+    fn stood_for_by_view(&self, key: &WorkloadKey) -> Option<Loaded> {
         let view = self.views.view(key)?;
         Loaded::from_skeleton(key.kind, skeleton(&view, &self.keys)?)
     }

@@ -190,7 +190,8 @@ fn the_skeleton_carries_identity_and_the_annotations_writes_read() {
 fn views_that_cannot_stand_for_their_object_have_no_skeleton() {
     let template: PodTemplateSpec = serde_json::from_value(templates()[0].1.clone()).expect("template");
     let view = view_of(&template);
-    let cases: Vec<(&str, Box<dyn Fn(&mut WorkloadView)>)> = vec![
+    type Spoil = Box<dyn Fn(&mut WorkloadView)>;
+    let cases: Vec<(&str, Spoil)> = vec![
         ("no resourceVersion", Box::new(|v| v.version = None)),
         ("no uid", Box::new(|v| v.uid = None)),
         ("65 containers", Box::new(|v| v.containers = (0..65).map(|i| i.to_string().into()).collect())),
