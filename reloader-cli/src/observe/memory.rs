@@ -39,6 +39,18 @@ pub fn limit_arenas() {
     // jemalloc: `narenas:1` in `malloc_conf`.
 }
 
+/// The live heap: bytes the allocator has handed out and not had back (jemalloc's
+/// `stats.allocated`); `None` without the `jemalloc` feature.
+pub fn heap_allocated() -> Option<u64> {
+    #[cfg(feature = "jemalloc")]
+    {
+        tikv_jemalloc_ctl::epoch::advance().ok()?;
+        tikv_jemalloc_ctl::stats::allocated::read().ok().map(|bytes| bytes as u64)
+    }
+    #[cfg(not(feature = "jemalloc"))]
+    None
+}
+
 /// Returns the memory freed after the initial lists to the system.
 pub fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu", not(feature = "jemalloc")))]

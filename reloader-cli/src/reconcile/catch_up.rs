@@ -73,6 +73,7 @@ impl CatchUp {
             resources = stats.resources,
             workloads = stats.workloads,
             elapsed = ?started.elapsed(),
+            heap_allocated_bytes = crate::observe::memory::heap_allocated(),
             "caches synced; ready"
         );
         crate::observe::memory::release_free_memory();

@@ -26,6 +26,8 @@ pub struct MemoryAtScale {
     pub objects: usize,
     pub ours: Outcome<Vec<StartupSample>>,
     pub stakater: Outcome<Vec<StartupSample>>,
+    /// The process floor (`scenarios::floor`).
+    pub floor: Outcome<Vec<StartupSample>>,
 }
 
 pub struct Measurements {
@@ -70,6 +72,7 @@ impl<T, V> Figure<T, V> {
 /// The rows, and M1's points for the chart.
 pub fn build(m: &Measurements) -> (Vec<ScenarioResult>, Vec<MemoryPoint>) {
     let mut rows = memory_rows(&m.memory);
+    rows.extend(super::scenarios::floor::rows(&m.memory));
     rows.extend(latency_rows(&m.latency, &m.floor));
     rows.push(figure(
         &m.coalesce,

@@ -12,7 +12,7 @@ use super::procfs::Machine;
 use super::report::Report;
 use super::rows::{self, Measurements, MemoryAtScale, Outcome, PerSubject};
 use super::scenarios::startup::{StartupFixture, StartupSample};
-use super::scenarios::{coalesce, failover, latency, sidecar};
+use super::scenarios::{coalesce, failover, floor, latency, sidecar};
 use super::subject::{Flavour, STAKATER_UNAVAILABLE, Subject, version_of};
 use super::{BenchError, BenchOptions, Plan, identity};
 use reloader_harness::{ControlPlane, PlaneOptions};
@@ -89,7 +89,15 @@ async fn measure(
             Ok(subject) => startups(&mut fixture, plane, subject, log_dir, plan, options.repeat).await,
             Err(reason) => Err(reason.clone()),
         };
-        memory.push(MemoryAtScale { scale, objects, ours: ours_samples, stakater: stakater_samples });
+        let floor = floor::binary_next_to(&ours.binary);
+        let floor_samples = floor_starts(plane, &floor, log_dir, plan, options.repeat).await;
+        memory.push(MemoryAtScale {
+            scale,
+            objects,
+            ours: ours_samples,
+            stakater: stakater_samples,
+            floor: floor_samples,
+        });
     }
 
     if options.memory_only {
@@ -161,6 +169,25 @@ async fn startups(
     }
     Ok(samples)
 }
+
+/// `repeat` starts of the process floor at the current data set size.
+async fn floor_starts(
+    plane: &ControlPlane,
+    binary: &Path,
+    log_dir: &Path,
+    plan: &Plan,
+    repeat: usize,
+) -> Outcome<Vec<StartupSample>> {
+    let mut samples = Vec::with_capacity(repeat);
+    for _ in 0..repeat {
+        let run = FLOOR_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        samples.push(floor::measure(plane, binary, log_dir, plan, run).await.map_err(|e| e.to_string())?);
+    }
+    Ok(samples)
+}
+
+/// Numbers the floor's log files across sizes.
+static FLOOR_RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
 
 /// Waits for SIGINT with the plane up, naming the kubeconfigs to profile a controller with.
 async fn hold(plane: &ControlPlane, began: Instant) -> Result<(), BenchError> {

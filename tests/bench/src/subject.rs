@@ -185,6 +185,11 @@ impl Controller {
         self.started
     }
 
+    /// Where its stdout and stderr go.
+    pub fn log(&self) -> &Path {
+        &self.log
+    }
+
     pub fn memory(&self) -> Option<Memory> {
         procfs::memory(self.pid())
     }

@@ -2,6 +2,7 @@
 
 pub mod coalesce;
 pub mod failover;
+pub mod floor;
 pub mod latency;
 pub mod pairs;
 pub mod sidecar;

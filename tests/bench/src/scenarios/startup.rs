@@ -27,6 +27,8 @@ pub struct StartupSample {
     pub first_reload_seconds: f64,
     pub steady_bytes: f64,
     pub peak_bytes: f64,
+    /// The live heap once synced, where the subject tells it (`floor::live_heap`).
+    pub heap_bytes: Option<f64>,
 }
 
 /// The Deployment S1 reloads, and a watch on it.
@@ -92,12 +94,14 @@ impl StartupFixture {
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
         let peak = controller.memory().map(|m| m.peak_bytes as f64).unwrap_or_default();
+        let heap_bytes = super::floor::live_heap(&controller, subject.flavour).await;
         controller.kill();
         Ok(StartupSample {
             ready_seconds: ready.duration_since(started).as_secs_f64(),
             first_reload_seconds: first_reload.saturating_duration_since(started).as_secs_f64(),
             steady_bytes: percentile(&rss, 0.5).unwrap_or_default(),
             peak_bytes: peak,
+            heap_bytes,
         })
     }
 }
