@@ -51,10 +51,26 @@ impl Sizes {
         daemonsets: 100,
     };
 
+    /// docs/benchmark.md's M10: ten times M1's ConfigMaps, Secrets and Helm releases (same sizes each),
+    /// and 10,000 workloads.
+    pub const M10: Sizes = Sizes {
+        configmaps: 20_000,
+        secrets: 20_000,
+        helm_releases: 1_000,
+        deployments: 8_000,
+        statefulsets: 1_000,
+        daemonsets: 1_000,
+    };
+
     /// `fraction` of [`Sizes::FULL`], each count at least 1.
     pub fn scaled(fraction: f64) -> Sizes {
+        Self::FULL.times(fraction)
+    }
+
+    /// `fraction` of these sizes, each count at least 1.
+    pub fn times(self, fraction: f64) -> Sizes {
         let of = |n: usize| ((n as f64 * fraction).round() as usize).max(1);
-        let full = Self::FULL;
+        let full = self;
         Sizes {
             configmaps: of(full.configmaps),
             secrets: of(full.secrets),
@@ -218,7 +234,7 @@ fn text(length: usize, stream: u64, index: usize) -> String {
 }
 
 /// Runs `make(i)` for every `i` in `range`, [`CONCURRENCY`] at a time.
-async fn bounded<F, Fut>(range: std::ops::Range<usize>, make: F) -> Result<(), BenchError>
+pub async fn bounded<F, Fut>(range: std::ops::Range<usize>, make: F) -> Result<(), BenchError>
 where
     F: FnMut(usize) -> Fut,
     Fut: Future<Output = Result<(), BenchError>>,
@@ -249,6 +265,8 @@ mod tests {
         let quarter = Sizes::scaled(0.25);
         assert_eq!((quarter.configmaps, quarter.helm_releases, quarter.daemonsets), (500, 25, 25));
         assert_eq!(Sizes::scaled(0.0001).objects(), 6);
+        assert_eq!((Sizes::M10.objects(), Sizes::M10.workloads()), (51_000, 10_000));
+        assert_eq!(Sizes::M10.times(0.01).objects(), 510);
     }
 
     #[test]

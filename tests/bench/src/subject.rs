@@ -2,11 +2,13 @@
 //! the benchmark's ServiceAccount with the same flags; only what a binary cannot accept differs.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::BenchError;
 use super::identity::{self, NAMESPACE};
 use super::procfs::{self, Memory};
+use reloader_harness::Cgroup;
 use reloader_harness::ControlPlane;
 use reloader_harness::KubeconfigFile;
 use reloader_harness::free_port;
@@ -48,6 +50,8 @@ pub struct Launch {
     /// Run as this kubeconfig's identity instead of the benchmark's account (a chart's
     /// ServiceAccount in hack/diff-stakater's switching-day play).
     pub kubeconfig: Option<PathBuf>,
+    /// Run inside this memory cgroup from the first instruction (M10's run under the chart's limit).
+    pub cgroup: Option<Arc<Cgroup>>,
 }
 
 impl Launch {
@@ -121,7 +125,11 @@ impl Subject {
         ];
         envs.extend(launch.env.iter().map(|(key, value)| (key.as_str(), Path::new(value))));
         let started = Instant::now();
-        let process = Process::start(&launch.name, &self.binary, &args, &envs, &log)?;
+        let (program, args) = match &launch.cgroup {
+            Some(cgroup) => cgroup.wrap(&self.binary, &args),
+            None => (self.binary.clone(), args),
+        };
+        let process = Process::start(&launch.name, &program, &args, &envs, &log)?;
         let ready_path = match self.flavour {
             Flavour::Ours => "/readyz",
             // Stakater has no readiness endpoint; /live answering is the closest it says.

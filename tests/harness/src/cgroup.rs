@@ -245,7 +245,7 @@ fn locate(
     // `<id>:memory:/path` (v1 lines name their controllers; several may share a hierarchy).
     let own_path = own
         .lines()
-        .filter_map(|line| line.splitn(3, ':').nth(1).zip(line.splitn(3, ':').nth(2)))
+        .filter_map(|line| line.split_once(':')?.1.split_once(':'))
         .find(|(controllers, _)| controllers.split(',').any(|c| c == "memory"))
         .map_or("/", |(_, path)| path);
     // Inside a cgroup namespace the mount's root is where our path starts.
