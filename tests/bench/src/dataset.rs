@@ -157,15 +157,7 @@ impl DataSet {
             bounded(from..to, |i| {
                 let spec = workload(kind, i, &target);
                 let client = client.clone();
-                async move {
-                    match spec.create(&client, &namespace(i)).await {
-                        Ok(_) => Ok(()),
-                        Err(reloader_harness::PlaneError::Kube(kube::Error::Api(s))) if s.code == 409 => {
-                            Ok(())
-                        }
-                        Err(error) => Err(error.into()),
-                    }
-                }
+                async move { create_workload(&client, spec, &namespace(i)).await }
             })
             .await?;
         }
@@ -241,6 +233,15 @@ where
 {
     stream::iter(range).map(make).buffer_unordered(CONCURRENCY).try_collect::<Vec<()>>().await?;
     Ok(())
+}
+
+/// Creates the workload `spec` describes; one left by an earlier step is fine.
+pub async fn create_workload(client: &Client, spec: WorkloadSpec, namespace: &str) -> Result<(), BenchError> {
+    match spec.create(client, namespace).await {
+        Ok(_) => Ok(()),
+        Err(reloader_harness::PlaneError::Kube(kube::Error::Api(s))) if s.code == 409 => Ok(()),
+        Err(error) => Err(error.into()),
+    }
 }
 
 /// Creates `object`; one left by an earlier step is fine.

@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::pairs::{create_namespace, update_configmap};
-use crate::dataset::{bounded, create};
+use crate::dataset::{bounded, create, create_workload};
 use crate::identity::from_json;
 use crate::observer::WorkloadObserver;
 use crate::rows::{PerSubject, figure};
@@ -60,13 +60,7 @@ pub async fn run(
             .env_from_configmap(CONFIGMAP)
             .metadata_annotation(ANNOTATION_AUTO, "true");
         let (client, namespace) = (client.clone(), namespace.clone());
-        async move {
-            match spec.create(&client, &namespace).await {
-                Ok(_) => Ok(()),
-                Err(reloader_harness::PlaneError::Kube(kube::Error::Api(s))) if s.code == 409 => Ok(()),
-                Err(error) => Err(error.into()),
-            }
-        }
+        async move { create_workload(&client, spec, &namespace).await }
     })
     .await?;
     let observer = WorkloadObserver::start(client.clone(), &namespace).await?;
