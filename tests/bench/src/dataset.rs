@@ -51,10 +51,26 @@ impl Sizes {
         daemonsets: 100,
     };
 
+    /// docs/benchmark.md's M10: ten times M1's ConfigMaps, Secrets and Helm releases (same sizes each),
+    /// and 10,000 workloads.
+    pub const M10: Sizes = Sizes {
+        configmaps: 20_000,
+        secrets: 20_000,
+        helm_releases: 1_000,
+        deployments: 8_000,
+        statefulsets: 1_000,
+        daemonsets: 1_000,
+    };
+
     /// `fraction` of [`Sizes::FULL`], each count at least 1.
     pub fn scaled(fraction: f64) -> Sizes {
+        Self::FULL.times(fraction)
+    }
+
+    /// `fraction` of these sizes, each count at least 1.
+    pub fn times(self, fraction: f64) -> Sizes {
         let of = |n: usize| ((n as f64 * fraction).round() as usize).max(1);
-        let full = Self::FULL;
+        let full = self;
         Sizes {
             configmaps: of(full.configmaps),
             secrets: of(full.secrets),
@@ -141,15 +157,7 @@ impl DataSet {
             bounded(from..to, |i| {
                 let spec = workload(kind, i, &target);
                 let client = client.clone();
-                async move {
-                    match spec.create(&client, &namespace(i)).await {
-                        Ok(_) => Ok(()),
-                        Err(reloader_harness::PlaneError::Kube(kube::Error::Api(s))) if s.code == 409 => {
-                            Ok(())
-                        }
-                        Err(error) => Err(error.into()),
-                    }
-                }
+                async move { create_workload(&client, spec, &namespace(i)).await }
             })
             .await?;
         }
@@ -218,13 +226,22 @@ fn text(length: usize, stream: u64, index: usize) -> String {
 }
 
 /// Runs `make(i)` for every `i` in `range`, [`CONCURRENCY`] at a time.
-async fn bounded<F, Fut>(range: std::ops::Range<usize>, make: F) -> Result<(), BenchError>
+pub async fn bounded<F, Fut>(range: std::ops::Range<usize>, make: F) -> Result<(), BenchError>
 where
     F: FnMut(usize) -> Fut,
     Fut: Future<Output = Result<(), BenchError>>,
 {
     stream::iter(range).map(make).buffer_unordered(CONCURRENCY).try_collect::<Vec<()>>().await?;
     Ok(())
+}
+
+/// Creates the workload `spec` describes; one left by an earlier step is fine.
+pub async fn create_workload(client: &Client, spec: WorkloadSpec, namespace: &str) -> Result<(), BenchError> {
+    match spec.create(client, namespace).await {
+        Ok(_) => Ok(()),
+        Err(reloader_harness::PlaneError::Kube(kube::Error::Api(s))) if s.code == 409 => Ok(()),
+        Err(error) => Err(error.into()),
+    }
 }
 
 /// Creates `object`; one left by an earlier step is fine.
@@ -249,6 +266,8 @@ mod tests {
         let quarter = Sizes::scaled(0.25);
         assert_eq!((quarter.configmaps, quarter.helm_releases, quarter.daemonsets), (500, 25, 25));
         assert_eq!(Sizes::scaled(0.0001).objects(), 6);
+        assert_eq!((Sizes::M10.objects(), Sizes::M10.workloads()), (51_000, 10_000));
+        assert_eq!(Sizes::M10.times(0.01).objects(), 510);
     }
 
     #[test]

@@ -9,6 +9,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use dataset::Sizes;
+
 mod chart;
 mod dataset;
 pub mod diff;
@@ -49,6 +51,9 @@ pub struct BenchOptions {
     pub hold: bool,
     /// M1/S1 only (comparing allocators or builds); the other scenarios are reported as not run.
     pub memory_only: bool,
+    /// Also M10 (ten times M1, with ours under the chart's memory limit) and F10 (3,000-wide
+    /// fan-out); tiny versions of both with `small`.
+    pub m10: bool,
 }
 
 impl BenchOptions {
@@ -59,6 +64,9 @@ impl BenchOptions {
                 l1_updates: 20,
                 l1_pairs: 10,
                 f1_workloads: 30,
+                f10_workloads: 60,
+                m10: Sizes::M10.times(0.01),
+                idle: Duration::from_secs(5),
                 h1_updates: 20,
                 p1_updates: 20,
                 settle: Duration::from_secs(2),
@@ -71,6 +79,9 @@ impl BenchOptions {
                 l1_updates: 200,
                 l1_pairs: 40,
                 f1_workloads: 300,
+                f10_workloads: 3000,
+                m10: Sizes::M10,
+                idle: Duration::from_secs(300),
                 h1_updates: 200,
                 p1_updates: 100,
                 settle: Duration::from_secs(10),
@@ -96,6 +107,12 @@ pub struct Plan {
     pub l1_pairs: usize,
     /// F1: Deployments using the one ConfigMap.
     pub f1_workloads: usize,
+    /// F10: Deployments using the one ConfigMap.
+    pub f10_workloads: usize,
+    /// M10's data set.
+    pub m10: Sizes,
+    /// U1: how long idle CPU is measured at M1.
+    pub idle: Duration,
     /// H1: updates (one pair each) during which the leader is killed.
     pub h1_updates: usize,
     /// P1: sidecar updates.

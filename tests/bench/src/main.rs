@@ -33,6 +33,10 @@ struct Args {
     /// Measure M1/S1 only (memory and start-up), skipping the other scenarios.
     #[arg(long)]
     memory_only: bool,
+    /// Also M10 (51,000 objects; ours inside the chart's memory limit) and F10 (3,000 Deployments
+    /// on one ConfigMap): adds tens of minutes, most of it Stakater's.
+    #[arg(long)]
+    m10: bool,
     /// Folder for latest.json, latest.svg and the controllers' logs [default: target/bench].
     #[arg(long)]
     out: Option<PathBuf>,
@@ -76,6 +80,7 @@ async fn main() -> anyhow::Result<ExitCode> {
         log_dir: out.join("logs"),
         hold: args.hold,
         memory_only: args.memory_only,
+        m10: args.m10,
     };
     anyhow::ensure!(
         options.binary.exists(),

@@ -20,6 +20,30 @@ pub fn memory(pid: u32) -> Option<Memory> {
     })
 }
 
+/// Clock ticks per second of `/proc/<pid>/stat`'s times (`USER_HZ`: 100 on every Linux ABI).
+const USER_HZ: f64 = 100.0;
+
+/// CPU time spent so far, user and system (`utime + stime` of `/proc/<pid>/stat`), in seconds;
+/// `None` once the process is gone.
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    stat_cpu_ticks(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?).map(|t| t as f64 / USER_HZ)
+}
+
+/// `utime + stime` from a `/proc/<pid>/stat` line. The command name (field 2) may hold spaces and
+/// parentheses, so fields are counted from its closing parenthesis.
+fn stat_cpu_ticks(stat: &str) -> Option<u64> {
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // After the name: state is field 3, utime field 14, stime field 15.
+    let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
+    Some(field(14)? + field(15)?)
+}
+
+/// Resets `VmHWM` to the current `VmRSS` (`/proc/<pid>/clear_refs` value 5, Linux 4.0+; needs the
+/// right to write it: the same user, or root), so a later [`memory`] reports the peak since now.
+pub fn reset_peak(pid: u32) -> std::io::Result<()> {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5")
+}
+
 /// A `Name:   1234 kB` line of a /proc status-style file, in KiB.
 fn status_kib(text: &str, name: &str) -> Option<u64> {
     text.lines().find_map(|line| {
@@ -75,5 +99,13 @@ mod tests {
         let own = memory(std::process::id()).expect("our own /proc status");
         assert!(own.rss_bytes > 0 && own.peak_bytes >= own.rss_bytes, "{own:?}");
         assert!(Machine::describe().memory_bytes > 0);
+    }
+
+    #[test]
+    fn reads_cpu_ticks_past_odd_command_names() {
+        let stat = "4242 (a (weird) name) S 1 4242 4242 0 -1 4194560 900 0 0 0 250 31 0 0 20 0 9 0 100 0";
+        assert_eq!(stat_cpu_ticks(stat), Some(281));
+        assert_eq!(stat_cpu_ticks("4242 (short) S 1"), None);
+        assert!(cpu_seconds(std::process::id()).is_some());
     }
 }

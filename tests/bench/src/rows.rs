@@ -9,6 +9,7 @@ use super::report::{MemoryPoint, ScenarioResult, Target};
 use super::scenarios::coalesce::CoalesceOutcome;
 use super::scenarios::failover::FailoverOutcome;
 use super::scenarios::latency::LatencyOutcome;
+use super::scenarios::scale10::ScaleMeasurements;
 use super::scenarios::sidecar::SidecarOutcome;
 use super::scenarios::startup::StartupSample;
 use super::stats::{Latencies, Spread, slope};
@@ -38,9 +39,11 @@ pub struct Measurements {
     pub failover: PerSubject<FailoverOutcome>,
     pub sidecar: Outcome<SidecarOutcome>,
     pub lease: LeaseTimings,
+    /// K1, U1, M10 and F10.
+    pub scale: ScaleMeasurements,
 }
 
-const MIB: f64 = 1024.0 * 1024.0;
+pub(crate) const MIB: f64 = 1024.0 * 1024.0;
 const FLOOR_NOTE: &str = "n/a: the floor is a minimal watch-then-patch client, measured once";
 const P1_NOTE: &str = "n/a: ours only (Stakater has no sidecar mode)";
 
@@ -84,11 +87,14 @@ pub fn build(m: &Measurements) -> (Vec<ScenarioResult>, Vec<MemoryPoint>) {
     ));
     rows.extend(failover_rows(&m.failover, m.lease));
     rows.extend(sidecar_rows(&m.sidecar));
-    (rows, memory_points(&m.memory))
+    rows.extend(m.scale.rows());
+    let mut points = memory_points(&m.memory);
+    points.extend(m.scale.memory_points());
+    (rows, points)
 }
 
 /// One row from a per-subject outcome.
-fn figure<T>(
+pub(crate) fn figure<T>(
     outcomes: &PerSubject<T>,
     id: &str,
     title: &str,
@@ -119,7 +125,7 @@ fn spread_figure<T>(
 }
 
 /// A row only ours has.
-fn ours_only<T>(
+pub(crate) fn ours_only<T>(
     outcome: &Outcome<T>,
     note: &str,
     row: ScenarioResult,

@@ -1,6 +1,7 @@
 //! One benchmark run: a fresh control plane, the data set grown scale by scale, each scenario for
 //! each controller in turn (never two controllers at once), then the report.
 
+use std::future::Future;
 use std::path::Path;
 use std::time::Instant;
 
@@ -11,8 +12,10 @@ use super::dataset::{DataSet, Sizes};
 use super::procfs::Machine;
 use super::report::Report;
 use super::rows::{self, Measurements, MemoryAtScale, Outcome, PerSubject};
+use super::scenarios::apiserver::{Start, starts};
+use super::scenarios::scale10::{self, M10, ScaleMeasurements};
 use super::scenarios::startup::{StartupFixture, StartupSample};
-use super::scenarios::{coalesce, failover, floor, latency, sidecar};
+use super::scenarios::{coalesce, cpu, failover, fanout10, floor, latency, sidecar};
 use super::subject::{Flavour, STAKATER_UNAVAILABLE, Subject, version_of};
 use super::{BenchError, BenchOptions, Plan, identity};
 use reloader_harness::{ControlPlane, PlaneOptions};
@@ -80,27 +83,32 @@ async fn measure(
     let mut dataset = DataSet::new(client.clone()).await?;
     let mut fixture = StartupFixture::create(&client).await?;
     let mut memory = Vec::with_capacity(options.scales.len());
+    let mut m1_starts = PerSubject { ours: not_run(), stakater: not_run() };
     for &scale in &options.scales {
         let took = dataset.grow_to(Sizes::scaled(scale)).await?;
         let objects = dataset.sizes().objects() + 2;
         say(began, &format!("M1/S1 at scale {scale}: {objects} objects (created in {took:.1?})"));
-        let ours_samples = startups(&mut fixture, plane, ours, log_dir, plan, options.repeat).await;
-        let stakater_samples = match stakater {
-            Ok(subject) => startups(&mut fixture, plane, subject, log_dir, plan, options.repeat).await,
-            Err(reason) => Err(reason.clone()),
-        };
+        m1_starts = starts_of_both(&mut fixture, plane, ours, stakater, log_dir, plan, options.repeat).await;
         let floor = floor::binary_next_to(&ours.binary);
         let floor_samples = floor_starts(plane, &floor, log_dir, plan, options.repeat).await;
         memory.push(MemoryAtScale {
             scale,
             objects,
-            ours: ours_samples,
-            stakater: stakater_samples,
+            ours: samples(&m1_starts.ours),
+            stakater: samples(&m1_starts.stakater),
             floor: floor_samples,
         });
     }
+    let m1_objects = memory.last().map_or(0, |point| point.objects);
 
     if options.memory_only {
+        let m10 = match options.m10 {
+            true => Some(
+                m10(&mut dataset, &mut fixture, plane, plan, ours, stakater, log_dir, options.repeat, began)
+                    .await?,
+            ),
+            false => None,
+        };
         return Ok(Measurements {
             memory,
             floor: not_run(),
@@ -109,6 +117,13 @@ async fn measure(
             failover: PerSubject { ours: not_run(), stakater: not_run() },
             sidecar: not_run(),
             lease: plan.lease,
+            scale: ScaleMeasurements {
+                m1_starts,
+                m1_objects,
+                cpu: PerSubject { ours: not_run(), stakater: not_run() },
+                m10,
+                f10: None,
+            },
         });
     }
 
@@ -145,29 +160,91 @@ async fn measure(
     say(began, "P1 sidecar propagation");
     let sidecar = sidecar::run(plane, &ours.binary, log_dir, plan).await.map_err(|e| e.to_string());
 
+    say(began, &format!("U1 CPU: idle for {:?} at M1, then L1's load; K1 kube-apiserver's cost", plan.idle));
+    let cpu =
+        both(stakater, |subject| async move { cpu::run(plane, &subject, log_dir, plan).await }, ours).await;
+
+    let m10 = match options.m10 {
+        true => Some(
+            m10(&mut dataset, &mut fixture, plane, plan, ours, stakater, log_dir, options.repeat, began)
+                .await?,
+        ),
+        false => None,
+    };
+    let f10 = match options.m10 {
+        true => {
+            say(began, &format!("F10 fan-out to {} Deployments", plan.f10_workloads));
+            let run = |subject: Subject| async move {
+                fanout10::run(plane, &subject, log_dir, plan, options.repeat).await
+            };
+            Some(both(stakater, run, ours).await)
+        }
+        false => None,
+    };
+
     say(began, "done measuring");
-    Ok(Measurements { memory, floor, latency, coalesce, failover, sidecar, lease: plan.lease })
+    let scale = ScaleMeasurements { m1_starts, m1_objects, cpu, m10, f10 };
+    Ok(Measurements { memory, floor, latency, coalesce, failover, sidecar, lease: plan.lease, scale })
 }
 
-/// `repeat` starts of `subject` at the current data set size.
-async fn startups(
+/// M10: the data set grown to its size, starts of both, and ours inside the chart's memory limit.
+#[allow(clippy::too_many_arguments)]
+async fn m10(
+    dataset: &mut DataSet,
     fixture: &mut StartupFixture,
     plane: &ControlPlane,
-    subject: &Subject,
+    plan: &Plan,
+    ours: &Subject,
+    stakater: Result<&Subject, &String>,
+    log_dir: &Path,
+    repeat: usize,
+    began: Instant,
+) -> Result<M10, BenchError> {
+    let took = dataset.grow_to(plan.m10).await?;
+    let objects = dataset.sizes().objects() + 2;
+    say(began, &format!("M10 at {objects} objects (created in {took:.1?})"));
+    let starts = starts_of_both(fixture, plane, ours, stakater, log_dir, plan, repeat).await;
+    say(began, "M10 ours inside the chart's memory limit");
+    let under_limit =
+        scale10::under_limit(fixture, plane, ours, log_dir, plan).await.map_err(|e| e.to_string());
+    Ok(M10 { objects, starts, under_limit })
+}
+
+/// `run` for ours, then for Stakater when there is one (its failures marked as such).
+async fn both<T, F, Fut>(stakater: Result<&Subject, &String>, mut run: F, ours: &Subject) -> PerSubject<T>
+where
+    F: FnMut(Subject) -> Fut,
+    Fut: Future<Output = Result<T, BenchError>>,
+{
+    let ours = run(ours.clone()).await.map_err(|e| e.to_string());
+    let stakater = match stakater {
+        Ok(subject) => run(subject.clone()).await.map_err(failed),
+        Err(reason) => Err(reason.clone()),
+    };
+    PerSubject { ours, stakater }
+}
+
+/// `repeat` starts of ours, then of Stakater when there is one, at the data set as it stands.
+async fn starts_of_both(
+    fixture: &mut StartupFixture,
+    plane: &ControlPlane,
+    ours: &Subject,
+    stakater: Result<&Subject, &String>,
     log_dir: &Path,
     plan: &Plan,
     repeat: usize,
-) -> Outcome<Vec<StartupSample>> {
-    let mut samples = Vec::with_capacity(repeat);
-    for _ in 0..repeat {
-        let sample =
-            fixture.measure(plane, subject, log_dir, plan).await.map_err(|e| match subject.flavour {
-                Flavour::Ours => e.to_string(),
-                Flavour::Stakater => failed(e),
-            })?;
-        samples.push(sample);
-    }
-    Ok(samples)
+) -> PerSubject<Vec<Start>> {
+    let ours = starts(fixture, plane, ours, log_dir, plan, repeat).await.map_err(|e| e.to_string());
+    let stakater = match stakater {
+        Ok(subject) => starts(fixture, plane, subject, log_dir, plan, repeat).await.map_err(failed),
+        Err(reason) => Err(reason.clone()),
+    };
+    PerSubject { ours, stakater }
+}
+
+/// The M1/S1 samples of some starts.
+fn samples(starts: &Outcome<Vec<Start>>) -> Outcome<Vec<StartupSample>> {
+    starts.as_ref().map(|s| s.iter().map(|start| start.sample).collect()).map_err(Clone::clone)
 }
 
 /// `repeat` starts of the process floor at the current data set size.

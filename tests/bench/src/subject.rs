@@ -2,12 +2,14 @@
 //! the benchmark's ServiceAccount with the same flags; only what a binary cannot accept differs.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::BenchError;
 use super::identity::{self, NAMESPACE};
 use super::netns::IsolatedNetwork;
 use super::procfs::{self, Memory};
+use reloader_harness::Cgroup;
 use reloader_harness::ControlPlane;
 use reloader_harness::KubeconfigFile;
 use reloader_harness::free_port;
@@ -54,6 +56,8 @@ pub struct Launch {
     /// Stakater only: run in a network namespace of its own ([`IsolatedNetwork`]), so that several
     /// replicas can each bind `:9090`. Ours needs none (`--metrics-addr` takes a free port).
     pub own_network: bool,
+    /// Run inside this memory cgroup from the first instruction (M10's run under the chart's limit).
+    pub cgroup: Option<Arc<Cgroup>>,
 }
 
 impl Launch {
@@ -152,6 +156,10 @@ impl Subject {
             None => (self.binary.clone(), args, port),
         };
         let started = Instant::now();
+        let (program, args) = match &launch.cgroup {
+            Some(cgroup) => cgroup.wrap(&program, &args),
+            None => (program, args),
+        };
         let process = Process::start(&launch.name, &program, &args, &envs, &log)?;
         let ready_path = match self.flavour {
             Flavour::Ours => "/readyz",

@@ -27,6 +27,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 mod binaries;
+mod cgroup;
 mod components;
 mod crds;
 mod credentials;
@@ -40,6 +41,7 @@ mod testing;
 mod wait;
 
 pub use binaries::{Binaries, Versions, cache_dir};
+pub use cgroup::{Cgroup, CgroupError, CgroupUsage, CgroupVersion};
 pub use crds::Crd;
 pub use credentials::write_private;
 pub use faketime::{LIBFAKETIME_ENV, libfaketime};

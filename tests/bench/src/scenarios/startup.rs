@@ -53,12 +53,24 @@ impl StartupFixture {
         log_dir: &Path,
         plan: &Plan,
     ) -> Result<StartupSample, BenchError> {
+        let launch = Launch::named(format!("m1-{}", self.runs + 1));
+        self.measure_as(plane, subject, log_dir, plan, launch).await
+    }
+
+    /// [`Self::measure`], started as `launch` says (in a cgroup, say).
+    pub async fn measure_as(
+        &mut self,
+        plane: &ControlPlane,
+        subject: &Subject,
+        log_dir: &Path,
+        plan: &Plan,
+        launch: Launch,
+    ) -> Result<StartupSample, BenchError> {
         self.runs += 1;
         let client = plane.client();
         let (configmap, workload) = self.pairs.pairs[0].clone();
         let generation = self.observer.generation(&workload);
-        let mut controller =
-            subject.start(plane, log_dir, &Launch::named(format!("m1-{}", self.runs))).await?;
+        let mut controller = subject.start(plane, log_dir, &launch).await?;
         let started = controller.started();
 
         let api: Api<ConfigMap> = Api::namespaced(client, &self.pairs.namespace);

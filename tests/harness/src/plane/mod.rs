@@ -220,6 +220,13 @@ impl ControlPlane {
         self.wait_for_apiserver().await
     }
 
+    /// kube-apiserver's process id (to read its memory from /proc), while it runs.
+    pub fn apiserver_pid(&self) -> Option<u32> {
+        let mut processes = lock(&self.processes);
+        let apiserver = processes.apiserver.as_mut()?;
+        apiserver.exited().is_none().then(|| apiserver.pid())
+    }
+
     /// Each component's name and log file.
     pub fn logs(&self) -> Vec<(String, PathBuf)> {
         ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
