@@ -14,17 +14,18 @@ mod dataset;
 pub mod diff;
 mod identity;
 mod observer;
-mod procfs;
+pub mod procfs;
 mod report;
 mod rows;
 mod run;
 mod scenarios;
-mod stats;
+pub mod stats;
 mod subject;
 
 pub use chart::svg;
 pub use report::{Report, ScenarioResult, Target};
 pub use run::run;
+pub use subject::version_of;
 
 /// What to run.
 #[derive(Debug, Clone)]
