@@ -63,10 +63,21 @@ pub struct Churn {
 
 impl Churn {
     /// Creates the resources and the first workloads.
-    pub async fn set_up(client: Client, namespace: &str, sizes: Sizes, rng: &mut Rng) -> anyhow::Result<Self> {
+    pub async fn set_up(
+        client: Client,
+        namespace: &str,
+        sizes: Sizes,
+        rng: &mut Rng,
+    ) -> anyhow::Result<Self> {
         let resources = Resources::new(&client, namespace);
-        let mut churn =
-            Self { client, namespace: namespace.to_owned(), resources, sizes, serial: 0, model: Model::default() };
+        let mut churn = Self {
+            client,
+            namespace: namespace.to_owned(),
+            resources,
+            sizes,
+            serial: 0,
+            model: Model::default(),
+        };
         let all = (0..sizes.configmaps)
             .map(|i| ResourceRef::configmap(format!("config-{i}")))
             .chain((0..sizes.secrets).map(|i| ResourceRef::secret(format!("secret-{i}"))));
@@ -178,11 +189,9 @@ impl Churn {
         let names: Vec<ResourceRef> = self.model.resources.keys().cloned().collect();
         let Some(resource) = rng.pick(&names).cloned() else { return Ok(()) };
         let value = self.next_serial();
-        let (labels, annotations): (&[(&str, &str)], &[(&str, &str)]) = if rng.chance(50) {
-            (&[("soak-edit", &value)], &[])
-        } else {
-            (&[], &[("soak.example.com/edit", &value)])
-        };
+        let edit = [("soak-edit", value.as_str())];
+        // A label or an annotation, never the data.
+        let (labels, annotations) = if rng.chance(50) { (&edit[..], &[][..]) } else { (&[][..], &edit[..]) };
         self.resources.update_metadata(&resource, labels, annotations).await?;
         self.model.tally.metadata_only_edits += 1;
         Ok(())
@@ -196,7 +205,8 @@ impl Churn {
         let patch = json!({ "spec": { "template": { "spec": { "containers": [
             { "name": container_name(0), "env": [ { "name": EDIT_VARIABLE, "value": value } ] }
         ] } } } });
-        let written = self.deployments().patch(&name, &PatchParams::default(), &Patch::Strategic(&patch)).await;
+        let written =
+            self.deployments().patch(&name, &PatchParams::default(), &Patch::Strategic(&patch)).await;
         let landed = match written {
             Ok(_) => true,
             Err(error) => {
@@ -276,8 +286,13 @@ impl Churn {
 
     /// Deletes a settled workload, judging its reload count from its last generation.
     async fn delete_workload(&mut self, rng: &mut Rng) -> anyhow::Result<()> {
-        let settled: Vec<String> =
-            self.model.workloads.iter().filter(|(_, w)| w.pending.is_none()).map(|(n, _)| n.clone()).collect();
+        let settled: Vec<String> = self
+            .model
+            .workloads
+            .iter()
+            .filter(|(_, w)| w.pending.is_none())
+            .map(|(n, _)| n.clone())
+            .collect();
         let Some(name) = rng.pick(&settled).cloned() else { return Ok(()) };
         let deployment = self.deployments().get(&name).await?;
         let generation = deployment.metadata.generation.unwrap_or_default();

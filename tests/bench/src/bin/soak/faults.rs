@@ -113,7 +113,8 @@ impl TraceCheck {
 /// Why `want` is not met yet, or `None`.
 async fn unmet(want: &Want, pool: &Pool<'_>, client: &Client) -> Option<String> {
     let running: BTreeMap<String, usize> = pool.running().into_iter().map(|(slot, id)| (id, slot)).collect();
-    let after = |identity: &str, offset: usize| pool.log_of(identity).get(offset..).unwrap_or_default().to_owned();
+    let after =
+        |identity: &str, offset: usize| pool.log_of(identity).get(offset..).unwrap_or_default().to_owned();
     match want {
         Want::EachLogs { offsets, line } => {
             let silent: Vec<&String> = offsets
@@ -128,7 +129,8 @@ async fn unmet(want: &Want, pool: &Pool<'_>, client: &Client) -> Option<String> 
             candidates.extend(offsets.keys().filter(|id| *id != except).cloned());
             candidates.sort();
             candidates.dedup();
-            let seen = candidates.iter().any(|id| after(id, offsets.get(id).copied().unwrap_or(0)).contains(line));
+            let seen =
+                candidates.iter().any(|id| after(id, offsets.get(id).copied().unwrap_or(0)).contains(line));
             (!seen).then(|| format!("no replica but {except} logged {line:?}"))
         }
         Want::Logs { identity, offset, line } => {
@@ -137,7 +139,9 @@ async fn unmet(want: &Want, pool: &Pool<'_>, client: &Client) -> Option<String> 
         Want::MetricRose { before, sample } => {
             let mut flat = Vec::new();
             for (identity, value) in before {
-                let Some(reloader) = running.get(identity).and_then(|slot| pool.reloader(*slot)) else { continue };
+                let Some(reloader) = running.get(identity).and_then(|slot| pool.reloader(*slot)) else {
+                    continue;
+                };
                 let now = reloader.metric(sample).await.ok().flatten().unwrap_or(0.0);
                 if now <= *value {
                     flat.push(identity.clone());
@@ -205,12 +209,17 @@ pub async fn inject(
                 Want::EachLogs { offsets, line: WATCH_RESUMED },
                 Want::MetricRose { before, sample: WATCH_ERRORS },
             ];
-            let detail = format!("down {} s, restarted in {:.0} s", outage.as_secs(), injected.elapsed().as_secs_f64());
+            let detail = format!(
+                "down {} s, restarted in {:.0} s",
+                outage.as_secs(),
+                injected.elapsed().as_secs_f64()
+            );
             Ok(Some(check(wants, detail, Duration::from_secs(180))))
         }
         FaultKind::LeaderSigkill | FaultKind::LeaderSigterm => {
             let Some(slot) = leader.filter(|slot| *slot != protected) else { return Ok(None) };
-            let identity = running.iter().find(|(s, _)| *s == slot).map(|(_, id)| id.clone()).unwrap_or_default();
+            let identity =
+                running.iter().find(|(s, _)| *s == slot).map(|(_, id)| id.clone()).unwrap_or_default();
             let mut wants = vec![Want::AnotherLogs {
                 except: identity.clone(),
                 offsets: offsets.clone(),
@@ -226,7 +235,11 @@ pub async fn inject(
                 wants.push(Want::Logs { identity: identity.clone(), offset, line: RELEASED });
                 wants.push(Want::ExitedCleanly { identity: identity.clone() });
             }
-            Ok(Some(check(wants, format!("{identity}, restarted after {} s", down.as_secs()), Duration::from_secs(120))))
+            Ok(Some(check(
+                wants,
+                format!("{identity}, restarted after {} s", down.as_secs()),
+                Duration::from_secs(120),
+            )))
         }
         FaultKind::StandbySigkill | FaultKind::StandbySigterm => {
             let standbys: Vec<&(usize, String)> =
@@ -244,7 +257,11 @@ pub async fn inject(
                 wants.push(Want::Logs { identity: identity.clone(), offset, line: SIGTERM_SEEN });
                 wants.push(Want::ExitedCleanly { identity: identity.clone() });
             }
-            Ok(Some(check(wants, format!("{identity}, restarted after {} s", down.as_secs()), Duration::from_secs(60))))
+            Ok(Some(check(
+                wants,
+                format!("{identity}, restarted after {} s", down.as_secs()),
+                Duration::from_secs(60),
+            )))
         }
     }
 }

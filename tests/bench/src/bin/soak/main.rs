@@ -23,8 +23,8 @@ use clap::Parser;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 use reloader_bench::procfs::Machine;
-use reloader_bench::version_of;
 use reloader_bench::stats::percentile;
+use reloader_bench::version_of;
 use reloader_harness::{ControlPlane, PlaneOptions, reloader_binary};
 use serde_json::json;
 
@@ -88,11 +88,17 @@ async fn main() -> anyhow::Result<ExitCode> {
     });
     let binary = reloader_binary();
     anyhow::ensure!(binary.exists(), "{} is missing (RELOADER_BIN names the binary)", binary.display());
-    let out = args.out.clone().unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/soak"));
+    let out =
+        args.out.clone().unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/soak"));
     let log_dir = out.join("logs");
     let _ = std::fs::remove_dir_all(&log_dir);
     std::fs::create_dir_all(&log_dir).with_context(|| format!("creating {}", log_dir.display()))?;
-    eprintln!("soak: {} of churn, seed {seed}, {} replicas of {}", humanize(args.duration), args.replicas, binary.display());
+    eprintln!(
+        "soak: {} of churn, seed {seed}, {} replicas of {}",
+        humanize(args.duration),
+        args.replicas,
+        binary.display()
+    );
 
     let plane = ControlPlane::start(PlaneOptions { fake_nodes: 1, ..PlaneOptions::default() })
         .await
@@ -104,7 +110,8 @@ async fn main() -> anyhow::Result<ExitCode> {
 
     let mut rng = Rng::new(seed);
     let sizes = Sizes { configmaps: args.configmaps, secrets: args.secrets, workloads: args.workloads };
-    let mut churn = Churn::set_up(client.clone(), NAMESPACE, sizes, &mut rng).await.context("creating the data set")?;
+    let mut churn =
+        Churn::set_up(client.clone(), NAMESPACE, sizes, &mut rng).await.context("creating the data set")?;
     let started = Instant::now();
     let started_utc = utc_now();
     let mut pool = Pool::new(&plane, NAMESPACE, usize::from(args.replicas), &log_dir, started);
@@ -242,18 +249,36 @@ async fn main() -> anyhow::Result<ExitCode> {
         .with_context(|| format!("writing {}", json_path.display()))?;
 
     let t = &churn.model.tally;
-    println!("soak: churned {} (planned {}), seed {seed}, {} replicas", humanize(churned), humanize(args.duration), args.replicas);
+    println!(
+        "soak: churned {} (planned {}), seed {seed}, {} replicas",
+        humanize(churned),
+        humanize(args.duration),
+        args.replicas
+    );
     println!(
         "changes: {} data changes needing a reload ({} reloads needed), {} to unused resources, {} identical rewrites, \
          {} metadata-only edits, {} template edits, {} reference edits, {} workloads created, {} deleted, {} churn errors",
-        t.data_changes_needing_reload, t.reloads_needed, t.data_changes_unused, t.identical_writes,
-        t.metadata_only_edits, t.template_edits, t.reference_edits, t.workloads_created, t.workloads_deleted, t.churn_errors
+        t.data_changes_needing_reload,
+        t.reloads_needed,
+        t.data_changes_unused,
+        t.identical_writes,
+        t.metadata_only_edits,
+        t.template_edits,
+        t.reference_edits,
+        t.workloads_created,
+        t.workloads_deleted,
+        t.churn_errors
     );
     println!(
         "reloads: {} needed, {} counted from generations ({} lost, {} doubled); metric sum across replicas {}; \
          markers {} checked, {} wrong",
-        verdict.reloads_needed, verdict.reloads_counted, verdict.lost, verdict.doubled, metric_reloads,
-        verdict.markers_checked, verdict.wrong_markers
+        verdict.reloads_needed,
+        verdict.reloads_counted,
+        verdict.lost,
+        verdict.doubled,
+        metric_reloads,
+        verdict.markers_checked,
+        verdict.wrong_markers
     );
     for problem in verdict.problems.iter().take(20) {
         println!("  {problem}");
@@ -263,7 +288,12 @@ async fn main() -> anyhow::Result<ExitCode> {
         percentile(latencies, 0.5).unwrap_or(f64::NAN),
         percentile(latencies, 0.99).unwrap_or(f64::NAN)
     );
-    println!("faults: {} injected, {} without their trace; skipped (nothing fitting): {:?}", checks.len(), traces_missing.len(), skipped_faults);
+    println!(
+        "faults: {} injected, {} without their trace; skipped (nothing fitting): {:?}",
+        checks.len(),
+        traces_missing.len(),
+        skipped_faults
+    );
     for check in &checks {
         let state = match check.passed {
             Some(true) => format!("trace seen after {:.1} s", check.seen_after.unwrap_or_default()),
@@ -272,7 +302,11 @@ async fn main() -> anyhow::Result<ExitCode> {
         println!("  {:>6.0} s  {:<18} {:<40} {state}", check.at, check.fault.as_label(), check.detail);
     }
     println!("leaders at the end: {leaders:?}");
-    println!("replica lifetimes (slope over the samples after {} s of warm-up; judged from {} min):", rule.warmup_seconds, rule.judge_after_seconds / 60.0);
+    println!(
+        "replica lifetimes (slope over the samples after {} s of warm-up; judged from {} min):",
+        rule.warmup_seconds,
+        rule.judge_after_seconds / 60.0
+    );
     for t in &trends {
         println!(
             "  {:<10} {:>5.1} min  RSS median {:>5.1} MiB, slope {:>+7.2} MiB/h   fds median {:>4.0}, slope {:>+7.2}/h   {}",
@@ -282,7 +316,11 @@ async fn main() -> anyhow::Result<ExitCode> {
             t.rss_slope_mib_per_hour.unwrap_or(f64::NAN),
             t.fds.map_or(f64::NAN, |s| s.median),
             t.fds_slope_per_hour.unwrap_or(f64::NAN),
-            match t.flat { Some(true) => "flat", Some(false) => "NOT FLAT", None => "too short to judge" }
+            match t.flat {
+                Some(true) => "flat",
+                Some(false) => "NOT FLAT",
+                None => "too short to judge",
+            }
         );
     }
     for (name, ok) in outcomes {
@@ -316,5 +354,8 @@ fn humanize(duration: Duration) -> String {
 }
 
 fn utc_now() -> String {
-    k8s_openapi::jiff::Timestamp::now().round(k8s_openapi::jiff::Unit::Second).map(|t| t.to_string()).unwrap_or_default()
+    k8s_openapi::jiff::Timestamp::now()
+        .round(k8s_openapi::jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
 }

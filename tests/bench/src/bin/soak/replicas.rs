@@ -74,7 +74,13 @@ pub struct Pool<'p> {
 }
 
 impl<'p> Pool<'p> {
-    pub fn new(plane: &'p ControlPlane, namespace: &str, replicas: usize, log_dir: &Path, started: Instant) -> Self {
+    pub fn new(
+        plane: &'p ControlPlane,
+        namespace: &str,
+        replicas: usize,
+        log_dir: &Path,
+        started: Instant,
+    ) -> Self {
         let slots = (0..replicas).map(|_| Slot { running: None, starts: 0, restart_at: None }).collect();
         Self {
             plane,
@@ -150,7 +156,8 @@ impl<'p> Pool<'p> {
                 tokio::task::block_in_place(|| reloader.terminate(grace));
             }
         }
-        let clean = (ending != Ending::Sigkill).then(|| running.reloader.exit_status().is_some_and(|s| s.success()));
+        let clean =
+            (ending != Ending::Sigkill).then(|| running.reloader.exit_status().is_some_and(|s| s.success()));
         let now = self.now();
         let lifetime = &mut self.lifetimes[running.lifetime];
         if let Some(reloads) = reloads {

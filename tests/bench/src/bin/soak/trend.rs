@@ -102,15 +102,20 @@ mod tests {
         }
     }
 
+    type Points = Vec<(f64, f64, u64)>;
+
     /// Samples every 10 s from 0 to `until` seconds, RSS rising by `mib_per_hour`.
-    fn series(until: u32, mib_per_hour: f64, fds: u64) -> Vec<(f64, f64, u64)> {
-        (0..=until / 10).map(|i| f64::from(i * 10)).map(|t| (t, 30.0 + mib_per_hour * t / 3600.0, fds)).collect()
+    fn series(until: u32, mib_per_hour: f64, fds: u64) -> Points {
+        (0..=until / 10)
+            .map(|i| f64::from(i * 10))
+            .map(|t| (t, 30.0 + mib_per_hour * t / 3600.0, fds))
+            .collect()
     }
 
     #[test]
     fn judged_only_when_long_enough_and_flat_within_the_allowance() {
         let rule = Flatness::DEFAULT;
-        let cases: &[(&str, Vec<(f64, f64, u64)>, Option<bool>)] = &[
+        let cases: &[(&str, Points, Option<bool>)] = &[
             ("too short", series(600, 0.0, 20), None),
             ("flat", series(1800, 0.0, 20), Some(true)),
             // 30 MiB median: 1.5 MiB allowed over the 28 judged minutes.
