@@ -248,6 +248,7 @@ impl Churn {
         let workload = self.model.workloads.get_mut(&name).expect("picked from the model");
         workload.ever.extend(refs.iter().cloned());
         workload.refs = refs;
+        workload.reference_edits += 1;
         self.model.tally.reference_edits += 1;
         Ok(())
     }

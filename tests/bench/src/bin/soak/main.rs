@@ -35,8 +35,11 @@ use rng::Rng;
 use trend::{Flatness, trend};
 
 const NAMESPACE: &str = "soak";
-/// The replica never stopped, so one lifetime spans the whole soak (started last: a standby).
+/// The replica not stopped during the first half of the soak (and at least its first
+/// [`PROTECTED_AT_LEAST`]), so one lifetime is long enough to judge; started last: a standby.
 const PROTECTED_SLOT: usize = 0;
+/// Warm-up plus the span a trend needs to be judged ([`Flatness::DEFAULT`]).
+const PROTECTED_AT_LEAST: Duration = Duration::from_secs(720);
 /// After the churn: how long the last reloads may take to land.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(240);
 /// Then quiet, so a late or doubled write shows in the count.
@@ -123,6 +126,7 @@ async fn main() -> anyhow::Result<ExitCode> {
     let mut skipped_faults: Vec<&'static str> = Vec::new();
     let mut cycle: Vec<FaultKind> = Vec::new();
     let mut next_fault = started + jittered(args.fault_every, &mut rng);
+    let protection = PROTECTED_AT_LEAST.max(args.duration / 2);
     let (mut next_poll, mut next_sample) = (started, started);
     let churn_until = started + args.duration;
     let mut last_report = started;
@@ -142,7 +146,7 @@ async fn main() -> anyhow::Result<ExitCode> {
             pool.sample().await;
             next_sample = now + args.sample_every;
         }
-        pool.restart_due().await.context("restarting a replica")?;
+        pool.restart_due().await;
         if now >= next_fault {
             // Every kind once per round, in a random order.
             if cycle.is_empty() {
@@ -152,12 +156,17 @@ async fn main() -> anyhow::Result<ExitCode> {
                 }
             }
             let kind = cycle.pop().expect("refilled");
-            match faults::inject(kind, &plane, &mut pool, &client, &mut rng, PROTECTED_SLOT, started).await? {
+            let protected = (started.elapsed() < protection).then_some(PROTECTED_SLOT);
+            match faults::inject(kind, &plane, &mut pool, &client, &mut rng, protected, started).await? {
                 Some(check) => {
                     eprintln!("soak: {:>6.0} s  fault {} ({})", check.at, kind.as_label(), check.detail);
                     checks.push(check);
                 }
-                None => skipped_faults.push(kind.as_label()),
+                // Nothing fits now (the protected replica leads): tried again at the round's end.
+                None => {
+                    skipped_faults.push(kind.as_label());
+                    cycle.insert(0, kind);
+                }
             }
             next_fault = Instant::now() + jittered(args.fault_every, &mut rng);
         }
@@ -187,15 +196,8 @@ async fn main() -> anyhow::Result<ExitCode> {
     }
     tokio::time::sleep(QUIET).await;
     pool.sample().await;
-    let checks_until = Instant::now() + Duration::from_secs(10);
-    loop {
-        for check in &mut checks {
-            check.evaluate(&pool, &client).await;
-        }
-        if checks.iter().all(|c| c.passed.is_some()) || Instant::now() >= checks_until {
-            break;
-        }
-        tokio::time::sleep(POLL_EVERY).await;
+    for check in &mut checks {
+        check.finish(&pool, &client).await;
     }
     let verdict = churn.verify().await.context("reading the end state")?;
     let leaders = leaders(&pool, &client).await;
@@ -232,7 +234,7 @@ async fn main() -> anyhow::Result<ExitCode> {
         "reload_seconds_polled": { "p50": percentile(latencies, 0.5), "p99": percentile(latencies, 0.99),
                                    "max": percentile(latencies, 1.0), "count": latencies.len() },
         "faults": checks,
-        "faults_skipped": skipped_faults,
+        "faults_deferred": skipped_faults,
         "leaders_at_end": leaders,
         "flatness_rule": rule,
         "lifetimes": pool.lifetimes.iter().zip(&trends).map(|(l, t)| json!({
@@ -289,7 +291,7 @@ async fn main() -> anyhow::Result<ExitCode> {
         percentile(latencies, 0.99).unwrap_or(f64::NAN)
     );
     println!(
-        "faults: {} injected, {} without their trace; skipped (nothing fitting): {:?}",
+        "faults: {} injected, {} without their trace; deferred (nothing fitting then): {:?}",
         checks.len(),
         traces_missing.len(),
         skipped_faults

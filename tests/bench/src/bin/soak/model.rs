@@ -31,8 +31,10 @@ pub struct Workload {
     /// The marker each resource it referenced should have left (absent: never reloaded for it).
     pub expected: BTreeMap<ResourceRef, String>,
     pub pending: Option<Pending>,
-    /// Spec changes made by the churn itself (each one generation step that is no reload).
+    /// Pod-template edits made by the churn itself (each one generation step that is no reload).
     pub template_edits: u64,
+    /// Reference edits: a Deployment's generation also moves when its annotations change.
+    pub reference_edits: u64,
     pub reloads_needed: u64,
 }
 
@@ -45,13 +47,15 @@ impl Workload {
             expected: BTreeMap::new(),
             pending: None,
             template_edits: 0,
+            reference_edits: 0,
             reloads_needed: 0,
         }
     }
 
-    /// Reloads its generation shows: every spec write after the create, minus the churn's own.
+    /// Reloads its generation shows: every spec or annotation write after the create (the
+    /// Deployment strategy moves it for both), minus the churn's own.
     pub fn reloads_counted(&self, generation: i64) -> u64 {
-        (generation.max(1) as u64 - 1).saturating_sub(self.template_edits)
+        (generation.max(1) as u64 - 1).saturating_sub(self.template_edits + self.reference_edits)
     }
 }
 
@@ -208,7 +212,8 @@ mod tests {
     fn reloads_are_generation_steps_minus_the_churns_own_edits() {
         let mut workload = Workload::new(false, BTreeSet::new());
         workload.template_edits = 2;
-        for (generation, reloads) in [(1, 0), (3, 0), (5, 2), (0, 0)] {
+        workload.reference_edits = 1;
+        for (generation, reloads) in [(1, 0), (4, 0), (6, 2), (0, 0)] {
             assert_eq!(workload.reloads_counted(generation), reloads, "generation {generation}");
         }
     }

@@ -124,14 +124,17 @@ impl<'p> Pool<'p> {
         Ok(())
     }
 
-    /// Restarts the slots whose restart time came.
-    pub async fn restart_due(&mut self) -> anyhow::Result<()> {
+    /// Restarts the slots whose restart time came; one that does not get ready is tried again
+    /// 10 s later (a loaded machine, kube-apiserver still starting).
+    pub async fn restart_due(&mut self) {
         for slot in 0..self.slots.len() {
-            if self.slots[slot].restart_at.is_some_and(|at| at <= Instant::now()) {
-                self.start(slot).await?;
+            if self.slots[slot].restart_at.is_some_and(|at| at <= Instant::now())
+                && let Err(error) = self.start(slot).await
+            {
+                eprintln!("soak: restarting replica {slot} failed, trying again in 10 s: {error:#}");
+                self.slots[slot].restart_at = Some(Instant::now() + Duration::from_secs(10));
             }
         }
-        Ok(())
     }
 
     /// Restarts every stopped slot now.
