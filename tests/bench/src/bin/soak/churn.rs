@@ -2,7 +2,7 @@
 //! Deployments, recorded in the [`Model`]; and the poll that reads the Deployments back.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
@@ -20,6 +20,8 @@ use reloader_tests::fixtures::{
 const EDIT_VARIABLE: &str = "SOAK_EDIT";
 /// The one data key every resource has.
 const KEY: &str = "value";
+/// How long a resource's data must have been left alone before a workload starts using it.
+const QUIET: Duration = Duration::from_secs(60);
 
 /// Sizes of the churn.
 #[derive(Debug, Clone, Copy)]
@@ -233,7 +235,7 @@ impl Churn {
             .map(|(name, _)| name.clone())
             .collect();
         let Some(name) = rng.pick(&settled).cloned() else { return Ok(()) };
-        let addable = self.model.addable_refs(&name);
+        let addable = self.model.addable_refs(&name, Instant::now(), QUIET);
         let mut refs = self.model.workloads[&name].refs.clone();
         let removable: Vec<ResourceRef> = refs.iter().cloned().collect();
         if (rng.chance(50) || refs.len() < 2) && !addable.is_empty() {
@@ -255,10 +257,13 @@ impl Churn {
 
     async fn create_workload(&mut self, rng: &mut Rng) -> anyhow::Result<()> {
         let name = format!("web-{}", self.next_serial());
-        let all: Vec<ResourceRef> = self.model.resources.keys().cloned().collect();
+        let quiet = self.model.quiet_resources(Instant::now(), QUIET);
         let mut refs = BTreeSet::new();
         for _ in 0..rng.between(1, 3) {
-            refs.insert(rng.pick(&all).cloned().expect("the soak has resources"));
+            refs.extend(rng.pick(&quiet).cloned());
+        }
+        if refs.is_empty() {
+            return Ok(());
         }
         let explicit = rng.chance(60);
         // No pods: the ReplicaSets still roll for every template change, without the pod churn

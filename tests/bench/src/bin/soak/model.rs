@@ -97,6 +97,8 @@ pub struct Model {
     pub tally: Tally,
     /// Seconds from each change to its marker, as the churn's polling saw it (an upper bound).
     pub reload_seconds: Vec<f64>,
+    /// When each resource's data last changed during the churn.
+    pub changed_at: BTreeMap<ResourceRef, Instant>,
 }
 
 impl Model {
@@ -112,6 +114,7 @@ impl Model {
             self.tally.identical_writes += 1;
             return;
         }
+        self.changed_at.insert(resource.clone(), now);
         let mut users = 0;
         for workload in self.workloads.values_mut().filter(|w| w.refs.contains(resource)) {
             workload.expected.insert(resource.clone(), hash.clone());
@@ -141,10 +144,23 @@ impl Model {
         Some(took)
     }
 
-    /// Resources `name` may start referencing: never referenced by it before.
-    pub fn addable_refs(&self, name: &str) -> Vec<ResourceRef> {
+    /// Resources a workload may start referencing now: every reload for their last change has
+    /// landed and it is `quiet` old. A reference added while the controller has not yet handled
+    /// a change would rightly get that change too (it reads its index when it handles the event),
+    /// which the count could not predict.
+    pub fn quiet_resources(&self, now: Instant, quiet: Duration) -> Vec<ResourceRef> {
+        self.resources
+            .keys()
+            .filter(|r| self.may_change(r))
+            .filter(|r| self.changed_at.get(*r).is_none_or(|at| now.duration_since(*at) >= quiet))
+            .cloned()
+            .collect()
+    }
+
+    /// Resources `name` may start referencing: quiet, and never referenced by it before.
+    pub fn addable_refs(&self, name: &str, now: Instant, quiet: Duration) -> Vec<ResourceRef> {
         let Some(workload) = self.workloads.get(name) else { return Vec::new() };
-        self.resources.keys().filter(|r| !workload.ever.contains(*r)).cloned().collect()
+        self.quiet_resources(now, quiet).into_iter().filter(|r| !workload.ever.contains(r)).collect()
     }
 
     pub fn pending_count(&self) -> usize {
@@ -220,8 +236,21 @@ mod tests {
 
     #[test]
     fn a_removed_reference_is_never_offered_again() {
+        let now = Instant::now();
         let mut model = model_with(&[("w1", &["a", "b"])]);
         model.workloads.get_mut("w1").unwrap().refs.remove(&cm("b"));
-        assert_eq!(model.addable_refs("w1"), [cm("c")]);
+        assert_eq!(model.addable_refs("w1", now, Duration::from_secs(60)), [cm("c")]);
+    }
+
+    #[test]
+    fn a_resource_changed_lately_is_not_referenced_anew() {
+        let now = Instant::now();
+        let mut model = model_with(&[("w1", &["a"])]);
+        model.data_changed(&cm("c"), "c-1".into(), now);
+        model.data_changed(&cm("a"), "a-1".into(), now);
+        let quiet = Duration::from_secs(60);
+        assert_eq!(model.quiet_resources(now, quiet), [cm("b")], "a pending, c too recent");
+        model.observe_marker("w1", Some("a-1"), now);
+        assert_eq!(model.quiet_resources(now + quiet, quiet), [cm("a"), cm("b"), cm("c")]);
     }
 }
