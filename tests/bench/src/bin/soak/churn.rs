@@ -137,26 +137,37 @@ impl Churn {
             Err(error) => {
                 self.model.tally.churn_errors += 1;
                 eprintln!("soak: changing {resource} failed ({error}); reading it back");
-                self.read_hash(&resource).await?
+                self.read_back(&resource).await?.1
             }
         };
         self.model.data_changed(&resource, hash, Instant::now());
         Ok(())
     }
 
-    async fn read_hash(&self, resource: &ResourceRef) -> anyhow::Result<String> {
+    /// Its `value` and the hash of its data, read back from the API server.
+    async fn read_back(&self, resource: &ResourceRef) -> anyhow::Result<(String, String)> {
         use reloader_tests::fixtures::{stakater_hash_configmap, stakater_hash_secret};
         Ok(match resource.kind {
             ResourceKind::Secret => {
                 let api: Api<k8s_openapi::api::core::v1::Secret> =
                     Api::namespaced(self.client.clone(), &self.namespace);
-                let data = api.get(&resource.name).await?.data.unwrap_or_default();
-                stakater_hash_secret(&data.into_iter().map(|(k, v)| (k, v.0)).collect())
+                let data: BTreeMap<String, Vec<u8>> = api
+                    .get(&resource.name)
+                    .await?
+                    .data
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.0))
+                    .collect();
+                let value =
+                    data.get(KEY).map(|v| String::from_utf8_lossy(v).into_owned()).unwrap_or_default();
+                (value, stakater_hash_secret(&data))
             }
             _ => {
                 let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
                     Api::namespaced(self.client.clone(), &self.namespace);
-                stakater_hash_configmap(&api.get(&resource.name).await?.data.unwrap_or_default())
+                let data = api.get(&resource.name).await?.data.unwrap_or_default();
+                (data.get(KEY).cloned().unwrap_or_default(), stakater_hash_configmap(&data))
             }
         })
     }
@@ -165,26 +176,10 @@ impl Churn {
     async fn rewrite_same_data(&mut self, rng: &mut Rng) -> anyhow::Result<()> {
         let names: Vec<ResourceRef> = self.model.resources.keys().cloned().collect();
         let Some(resource) = rng.pick(&names).cloned() else { return Ok(()) };
-        let current = self.read_value(&resource).await?;
+        let (current, _) = self.read_back(&resource).await?;
         let hash = self.resources.update_data(&resource, &[(KEY, &current)]).await?;
         self.model.data_changed(&resource, hash, Instant::now());
         Ok(())
-    }
-
-    async fn read_value(&self, resource: &ResourceRef) -> anyhow::Result<String> {
-        Ok(match resource.kind {
-            ResourceKind::Secret => {
-                let api: Api<k8s_openapi::api::core::v1::Secret> =
-                    Api::namespaced(self.client.clone(), &self.namespace);
-                let data = api.get(&resource.name).await?.data.unwrap_or_default();
-                data.get(KEY).map(|v| String::from_utf8_lossy(&v.0).into_owned()).unwrap_or_default()
-            }
-            _ => {
-                let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
-                    Api::namespaced(self.client.clone(), &self.namespace);
-                api.get(&resource.name).await?.data.unwrap_or_default().get(KEY).cloned().unwrap_or_default()
-            }
-        })
     }
 
     async fn edit_metadata(&mut self, rng: &mut Rng) -> anyhow::Result<()> {
