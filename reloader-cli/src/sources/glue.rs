@@ -9,7 +9,7 @@ use std::hash::Hash;
 use futures::{Stream, StreamExt};
 use kube::runtime::watcher;
 use tokio::sync::watch;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use crate::observe::metrics::{ErrorType, Metrics};
 
@@ -56,7 +56,14 @@ pub(crate) async fn index_watch<K, T>(
     let mut stream = std::pin::pin!(stream);
     let mut phase = Phase::InitialList;
     let mut seen = HashSet::new();
+    // Failures since the last event: an operator who saw `watch failed` looks for the recovery.
+    // It is logged at the first event after them (a quiet watch stays silent until a change).
+    let mut failed_attempts: u32 = 0;
     while let Some(event) = stream.next().await {
+        if event.is_ok() && failed_attempts > 0 {
+            info!(watch, failed_attempts, "watch resumed");
+            failed_attempts = 0;
+        }
         match event {
             Ok(watcher::Event::Init) => seen.clear(),
             Ok(watcher::Event::InitApply(object)) => {
@@ -78,10 +85,12 @@ pub(crate) async fn index_watch<K, T>(
             }
             Ok(watcher::Event::Delete(object)) => target.delete(object),
             Err(e) if forbidden(&e) => {
+                failed_attempts += 1;
                 warn!(watch, error = %e, "watch forbidden by RBAC; retrying with backoff (the RBAC line logged at start-up names the rule to add)");
                 metrics.error(ErrorType::Watch);
             }
             Err(e) => {
+                failed_attempts += 1;
                 warn!(watch, error = %e, "watch failed; retrying with backoff");
                 metrics.error(ErrorType::Watch);
             }

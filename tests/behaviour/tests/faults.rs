@@ -61,6 +61,21 @@ async fn apiserver_restart_later_changes_reload_and_nothing_reloads_spuriously()
     let settings_v3 = resources.update_data(&settings, &[("level", "3")]).await.unwrap();
     let after_restart =
         web.wait_for_marker(&client, &settings, Strategy::EnvVars, &settings_v3, REACTION).await.unwrap();
+    // The trace an operator follows: each replica logged its watches failing while kube-apiserver
+    // was down, then resuming (at the first event after it, this change).
+    for (replica, name) in replicas.iter().zip(names) {
+        wait_until(&format!("{name} logs the watch resuming"), REACTION, || async {
+            let log = replica.log_text();
+            let failed = log.find("watch failed; retrying with backoff");
+            let resumed = log.rfind("watch resumed");
+            match (failed, resumed) {
+                (Some(failed), Some(resumed)) if failed < resumed => Ok(()),
+                _ => Err(NotYet::because(format!("failed at {failed:?}, resumed at {resumed:?}"))),
+            }
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}:\n{}", replica.log_text()));
+    }
     tokio::time::sleep(negative_wait(latency.max(after_restart))).await;
     assert_eq!(generation(&client, &web).await, 3, "web: created, v2, v3 — each once");
     assert_eq!(generation(&client, &idle).await, 1, "idle reloaded although quiet never changed");

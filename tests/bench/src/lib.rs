@@ -18,19 +18,19 @@ mod identity;
 mod markdown;
 mod netns;
 mod observer;
-mod procfs;
+pub mod procfs;
 mod report;
 mod rows;
 mod run;
 mod scenarios;
-mod stats;
+pub mod stats;
 mod subject;
 
 pub use chart::svg;
 pub use markdown::readme_table;
 pub use report::{Report, ScenarioResult, Target};
 pub use run::run;
-pub use subject::STAKATER_UNAVAILABLE;
+pub use subject::{STAKATER_UNAVAILABLE, version_of};
 
 /// What to run.
 #[derive(Debug, Clone)]
