@@ -198,7 +198,6 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             },
             ExecutorIo {
                 api: Arc::new(KubeWorkloadApi::new(writes_client)),
-                views: index.clone(),
                 events: events.clone(),
                 alerts,
                 leader: leadership.subscribe(),

@@ -32,7 +32,6 @@ pub mod naming;
 pub mod options;
 pub(crate) mod references;
 pub mod selector;
-pub mod skeleton;
 #[cfg(test)]
 mod testkit;
 pub mod views;
