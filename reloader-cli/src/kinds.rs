@@ -12,8 +12,9 @@ use kube::api::Api;
 use kube::core::{ApiResource, GroupVersionKind};
 use reloader_core::model::{WorkloadKey, WorkloadKind};
 use reloader_core::options::Options;
+use reloader_core::skeleton::Skeleton;
 use reloader_core::workload::Workload;
-use reloader_workload_apps::AppsWorkload;
+use reloader_workload_apps::{AppsKind, AppsWorkload};
 use reloader_workload_argo::Rollout;
 use reloader_workload_batch::{CronJobWorkload, JobWorkload};
 use reloader_workload_openshift::DeploymentConfig;
@@ -326,6 +327,21 @@ impl Loaded {
             Loaded::Rollout(o) => f(o),
             Loaded::DeploymentConfig(o) => f(o),
         }
+    }
+
+    /// The object a view's skeleton stands for, for the kinds whose writes can be built from it;
+    /// `None` for Jobs and CronJobs, whose writes copy the whole template (they read it).
+    pub(crate) fn from_skeleton(kind: WorkloadKind, skeleton: Skeleton) -> Option<Self> {
+        Some(match kind {
+            WorkloadKind::Deployment => Loaded::Deployment(AppsKind::from_skeleton(skeleton)),
+            WorkloadKind::DaemonSet => Loaded::DaemonSet(AppsKind::from_skeleton(skeleton)),
+            WorkloadKind::StatefulSet => Loaded::StatefulSet(AppsKind::from_skeleton(skeleton)),
+            WorkloadKind::Rollout => Loaded::Rollout(Rollout::from_skeleton(skeleton)),
+            WorkloadKind::DeploymentConfig => {
+                Loaded::DeploymentConfig(DeploymentConfig::from_skeleton(skeleton))
+            }
+            WorkloadKind::CronJob | WorkloadKind::Job => return None,
+        })
     }
 
     /// Reads an object of `kind` from JSON (an admission request's object).

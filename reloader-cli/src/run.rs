@@ -198,6 +198,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             },
             ExecutorIo {
                 api: Arc::new(KubeWorkloadApi::new(writes_client)),
+                views: index.clone(),
                 events: events.clone(),
                 alerts,
                 leader: leadership.subscribe(),

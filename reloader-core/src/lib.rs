@@ -32,6 +32,7 @@ pub mod naming;
 pub mod options;
 pub(crate) mod references;
 pub mod selector;
+pub mod skeleton;
 #[cfg(test)]
 mod testkit;
 pub mod views;

@@ -16,8 +16,17 @@ const ENV_PREFIX: &str = "STAKATER_";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvMarker {
     pub container: u16,
+    /// Index of the entry in its container's `env` (a JSON patch addresses it by index);
+    /// [`EnvMarker::NOT_IN_TEMPLATE`] for a marker recorded elsewhere (an Argo `restart`).
+    pub position: u16,
     pub name: Box<str>,
     pub value: Box<str>,
+    /// The entry has a `valueFrom` (a write of `value` must clear it).
+    pub value_from: bool,
+}
+
+impl EnvMarker {
+    pub const NOT_IN_TEMPLATE: u16 = u16::MAX;
 }
 
 /// The parsed `last-reloaded-from` annotation.
@@ -58,12 +67,14 @@ impl Markers {
         let mut env = Vec::new();
         if let Some(spec) = &template.spec {
             for (i, c) in spec.containers.iter().enumerate() {
-                for e in c.env.iter().flatten() {
+                for (position, e) in c.env.iter().flatten().enumerate() {
                     if is_marker_name(&e.name) {
                         env.push(EnvMarker {
                             container: i as u16,
+                            position: position as u16,
                             name: e.name.as_str().into(),
                             value: e.value.as_deref().unwrap_or_default().into(),
+                            value_from: e.value_from.is_some(),
                         });
                     }
                 }

@@ -176,6 +176,34 @@ impl fmt::Display for ResourceVersion {
     }
 }
 
+/// An object's `metadata.uid`, kept in 16 bytes when it is a canonical lowercase UUID (what API
+/// servers give); anything else is `None`, and a write that needs it reads the object instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Uid([u8; 16]);
+
+impl Uid {
+    pub fn parse(s: &str) -> Option<Self> {
+        let b = s.as_bytes();
+        if b.len() != 36 || [8, 13, 18, 23].iter().any(|&i| b[i] != b'-') {
+            return None;
+        }
+        let digits: String = s.split('-').collect();
+        if digits.bytes().any(|c| c.is_ascii_uppercase()) {
+            return None;
+        }
+        let mut out = [0u8; 16];
+        hex::decode_to_slice(&digits, &mut out).ok()?;
+        Some(Uid(out))
+    }
+}
+
+impl fmt::Display for Uid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let h = hex::encode(self.0);
+        write!(f, "{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
+    }
+}
+
 /// Identifies a ConfigMap, Secret or SecretProviderClass.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ResourceKey {

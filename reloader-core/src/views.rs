@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use crate::annotations::{AnnotationKeys, ReloadAnnotations};
 use crate::keys::{KeyDigests, KeyUse};
 use crate::markers::Markers;
-use crate::model::{ContentHash, Reference, ResourceKey, ResourceVersion, WorkloadKey, WorkloadKind};
+use crate::model::{ContentHash, Reference, ResourceKey, ResourceVersion, Uid, WorkloadKey, WorkloadKind};
 use crate::references::{discover_key_uses, discover_references};
 
 /// What the index keeps of a ConfigMap/Secret/SecretProviderClass: no data at all.
@@ -66,6 +66,47 @@ pub struct WorkloadView {
     /// The `resourceVersion` of the object this view was built from, if it parses: on a watch's
     /// ADDED event, the version that created it (docs/behaviour.md §G).
     pub version: Option<ResourceVersion>,
+    /// `metadata.uid`, for the Event about a write made from this view (no read before it).
+    pub uid: Option<Uid>,
+    /// What a write built from this view must know of the template besides its markers.
+    pub shape: TemplateShape,
+}
+
+/// The little a JSON patch of the template needs beyond container names and markers: which
+/// parents exist (an `add` of a missing parent versus an edit inside an existing one). Kept so
+/// that a write needs no read (docs/behaviour.md, "What is read before a write").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TemplateShape {
+    /// Bit `i`: container `i` has a non-empty `env` (first [`TemplateShape::MAX_CONTAINERS`]).
+    pub env: u64,
+    /// The template has `metadata`.
+    pub metadata: bool,
+    /// The template's metadata has `annotations`.
+    pub annotations: bool,
+    /// The `last-reloaded-from` annotation is present (whether or not it parses).
+    pub marker_annotation: bool,
+}
+
+impl TemplateShape {
+    /// Templates with more containers are not described (their writes read the object).
+    pub const MAX_CONTAINERS: usize = 64;
+
+    fn of(template: &PodTemplateSpec, keys: &AnnotationKeys) -> Self {
+        let containers = template.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or_default();
+        let env = containers
+            .iter()
+            .take(Self::MAX_CONTAINERS)
+            .enumerate()
+            .filter(|(_, c)| c.env.as_ref().is_some_and(|e| !e.is_empty()))
+            .fold(0u64, |bits, (i, _)| bits | 1 << i);
+        let annotations = template.metadata.as_ref().and_then(|m| m.annotations.as_ref());
+        TemplateShape {
+            env,
+            metadata: template.metadata.is_some(),
+            annotations: annotations.is_some(),
+            marker_annotation: annotations.is_some_and(|a| a.contains_key(&keys.last_reloaded_from)),
+        }
+    }
 }
 
 impl WorkloadView {
@@ -133,6 +174,8 @@ pub fn build_view(parts: WorkloadParts<'_>, keys: &AnnotationKeys) -> WorkloadVi
         key_filters,
         key_uses,
         version: meta.resource_version.as_deref().and_then(ResourceVersion::parse),
+        uid: meta.uid.as_deref().and_then(Uid::parse),
+        shape: template.map(|t| TemplateShape::of(t, keys)).unwrap_or_default(),
     }
 }
 

@@ -4,7 +4,9 @@
 use async_trait::async_trait;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::Patch;
+use reloader_core::index::Index;
 use reloader_core::model::WorkloadKey;
+use reloader_core::views::WorkloadView;
 use serde_json::Value;
 
 use crate::kinds::Loaded;
@@ -24,4 +26,16 @@ pub(crate) trait WorkloadApi: Send + Sync {
     /// Deletes a Job and (in the background) its pods. A 404 is an error like any other.
     async fn delete_job(&self, namespace: &str, name: &str) -> Result<(), kube::Error>;
     async fn job_exists(&self, namespace: &str, name: &str) -> Result<bool, kube::Error>;
+}
+
+/// The index's view of a workload: the writer builds a write from it without reading the object
+/// (docs/behaviour.md, "What is read before a write").
+pub(crate) trait WorkloadViews: Send + Sync {
+    fn view(&self, key: &WorkloadKey) -> Option<WorkloadView>;
+}
+
+impl WorkloadViews for std::sync::RwLock<Index> {
+    fn view(&self, key: &WorkloadKey) -> Option<WorkloadView> {
+        self.read().unwrap_or_else(|e| e.into_inner()).workload(key).cloned()
+    }
 }

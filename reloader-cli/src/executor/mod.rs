@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, debug, error, warn};
 
-pub(crate) use api::{FIELD_MANAGER, WorkloadApi};
+pub(crate) use api::{FIELD_MANAGER, WorkloadApi, WorkloadViews};
 pub(crate) use kube_api::KubeWorkloadApi;
 use rate_limit::RateLimiter;
 use writer::Writer;
@@ -58,6 +58,8 @@ pub(crate) struct ExecutorConfig {
 /// What the executor talks to.
 pub(crate) struct ExecutorIo {
     pub(crate) api: Arc<dyn WorkloadApi>,
+    /// The index: a first attempt builds its write from the workload's view (no read).
+    pub(crate) views: Arc<dyn WorkloadViews>,
     pub(crate) events: Arc<dyn EventSink>,
     /// `ALERT_ON_RELOAD` notifications, when configured.
     pub(crate) alerts: Option<Arc<dyn AlertQueue>>,
@@ -112,6 +114,7 @@ impl Executor {
     ) -> (Self, impl Future<Output = anyhow::Result<()>> + Send + 'static) {
         let writer = Writer {
             api: io.api,
+            views: io.views,
             events: io.events,
             alerts: io.alerts,
             metrics: io.metrics.clone(),

@@ -153,6 +153,24 @@ impl WorkloadApi for FakeApi {
     }
 }
 
+/// The index's views: empty unless a test puts one (then the first attempt builds from it).
+#[derive(Default)]
+struct FakeViews(Mutex<HashMap<WorkloadKey, reloader_core::views::WorkloadView>>);
+
+impl WorkloadViews for FakeViews {
+    fn view(&self, key: &WorkloadKey) -> Option<reloader_core::views::WorkloadView> {
+        self.0.lock().unwrap().get(key).cloned()
+    }
+}
+
+impl FakeViews {
+    /// Indexes `object` as the watch would.
+    fn index(&self, object: &Loaded) {
+        let view = object.with(|w| w.view(&AnnotationKeys::default()));
+        self.0.lock().unwrap().insert(view.key.clone(), view);
+    }
+}
+
 #[derive(Default)]
 struct FakeEvents(Mutex<Vec<WorkloadEvent>>);
 
@@ -263,6 +281,7 @@ fn env_change(resource: &str, hash_byte: u8) -> MarkerChange {
 struct Harness {
     executor: Executor,
     api: Arc<FakeApi>,
+    views: Arc<FakeViews>,
     events: Arc<FakeEvents>,
     alerts: Arc<FakeAlerts>,
     metrics: Arc<Metrics>,
@@ -291,6 +310,7 @@ impl Default for Setup {
 
 fn start(setup: Setup) -> Harness {
     let api = Arc::new(FakeApi::default());
+    let views = Arc::new(FakeViews::default());
     let events = Arc::new(FakeEvents::default());
     let alerts = Arc::new(FakeAlerts::default());
     let metrics = Metrics::new(false);
@@ -305,6 +325,7 @@ fn start(setup: Setup) -> Harness {
         },
         ExecutorIo {
             api: api.clone(),
+            views: views.clone(),
             events: events.clone(),
             alerts: Some(alerts.clone()),
             leader: leader_rx,
@@ -313,7 +334,7 @@ fn start(setup: Setup) -> Harness {
         shutdown.clone(),
     );
     let task = tokio::spawn(dispatch);
-    Harness { executor, api, events, alerts, metrics, leader, shutdown, task }
+    Harness { executor, api, views, events, alerts, metrics, leader, shutdown, task }
 }
 
 impl Harness {
@@ -1076,4 +1097,230 @@ fn write_failures_map_to_their_error_type() {
     for (failure, label) in cases {
         assert_eq!(failure.error_type().as_label(), label, "{failure}");
     }
+}
+
+// ---- writes built from the index's view (no read) -------------------------------------------
+
+const UID: &str = "3f2504e0-4f89-41d3-9a0c-0305e82c3301";
+
+/// `object` with a canonical uid (what an API server gives), as the API and the index hold it.
+fn indexed(h: &Harness, key: &WorkloadKey, object: Stored) {
+    let object = match object {
+        Stored::Deployment(mut d) => {
+            d.metadata.uid = Some(UID.into());
+            Stored::Deployment(d)
+        }
+        Stored::Rollout(mut r) => {
+            r.metadata.uid = Some(UID.into());
+            Stored::Rollout(r)
+        }
+        Stored::Job(mut j) => {
+            j.metadata.uid = Some(UID.into());
+            Stored::Job(j)
+        }
+    };
+    h.api.put(key, object.clone());
+    h.views.index(&match object {
+        Stored::Deployment(d) => Loaded::Deployment(d),
+        Stored::Job(j) => Loaded::Job(j),
+        Stored::Rollout(r) => Loaded::Rollout(r),
+    });
+}
+
+fn annotation_change(resource: &str, hash_byte: u8) -> MarkerChange {
+    change(resource, hash_byte, ReloadStrategy::Annotations)
+}
+
+struct ViewCase {
+    name: &'static str,
+    kind: WorkloadKind,
+    changes: fn() -> Vec<MarkerChange>,
+    /// The statuses the first patches fail with.
+    fail_with: &'static [u16],
+    /// Every call the API sees, as (verb, guarded by the view's resourceVersion).
+    calls: &'static [(&'static str, bool)],
+    events: &'static [EventReason],
+}
+
+const VIEW_CASES: &[ViewCase] = &[
+    ViewCase {
+        name: "env vars: one unguarded strategic patch, no read",
+        kind: WorkloadKind::Deployment,
+        changes: || vec![env_change("cfg", 1)],
+        fail_with: &[],
+        calls: &[("strategic", false)],
+        events: &[EventReason::Reloaded],
+    },
+    ViewCase {
+        name: "annotations carry the time: the patch is guarded",
+        kind: WorkloadKind::Deployment,
+        changes: || vec![annotation_change("cfg", 1)],
+        fail_with: &[],
+        calls: &[("strategic", true)],
+        events: &[EventReason::Reloaded],
+    },
+    ViewCase {
+        name: "a view behind the object: 409, then a read and the write from it",
+        kind: WorkloadKind::Deployment,
+        changes: || vec![annotation_change("cfg", 1)],
+        fail_with: &[409],
+        calls: &[("strategic", true), ("load", false), ("strategic", true)],
+        events: &[EventReason::Reloaded],
+    },
+    ViewCase {
+        name: "a write the object refuses (422): read, and built again from it",
+        kind: WorkloadKind::Deployment,
+        changes: || vec![env_change("cfg", 1)],
+        fail_with: &[422],
+        calls: &[("strategic", false), ("load", false), ("strategic", false)],
+        events: &[EventReason::Reloaded],
+    },
+    ViewCase {
+        name: "deleted behind the view: gone, not an error",
+        kind: WorkloadKind::Deployment,
+        changes: || vec![env_change("cfg", 1)],
+        fail_with: &[404],
+        calls: &[("strategic", false)],
+        events: &[],
+    },
+    ViewCase {
+        name: "a transient error: the retry reads",
+        kind: WorkloadKind::Deployment,
+        changes: || vec![env_change("cfg", 1)],
+        fail_with: &[503],
+        calls: &[("strategic", false), ("load", false), ("strategic", false)],
+        events: &[EventReason::Reloaded],
+    },
+    ViewCase {
+        name: "Rollout: one guarded JSON patch, no read",
+        kind: WorkloadKind::Rollout,
+        changes: || vec![env_change("cfg", 1)],
+        fail_with: &[],
+        calls: &[("json", true)],
+        events: &[EventReason::Reloaded],
+    },
+    ViewCase {
+        name: "Rollout, its test failed (422): a read, not a version check, then the write",
+        kind: WorkloadKind::Rollout,
+        changes: || vec![env_change("cfg", 1)],
+        fail_with: &[422],
+        calls: &[("json", true), ("load", false), ("json", true)],
+        events: &[EventReason::Reloaded],
+    },
+];
+
+/// What the API saw, as (verb, guarded by resourceVersion).
+fn verbs(calls: &[Call]) -> Vec<(&'static str, bool)> {
+    calls
+        .iter()
+        .map(|call| match call {
+            Call::Load(_) => ("load", false),
+            Call::Patch { kind, body, .. } => {
+                let text = body.to_string();
+                let guarded =
+                    text.contains("\"resourceVersion\":") || text.contains("/metadata/resourceVersion");
+                (*kind, guarded)
+            }
+            Call::ResourceVersion(_) => ("resourceVersion", false),
+            Call::CreateJob(_) => ("createJob", false),
+            Call::DeleteJob(_) => ("deleteJob", false),
+            Call::JobExists(_) => ("jobExists", false),
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn writes_built_from_the_view() {
+    for case in VIEW_CASES {
+        let h = start(Setup::default());
+        let workload = key(case.kind, "web");
+        let object = match case.kind {
+            WorkloadKind::Rollout => Stored::Rollout(rollout("web")),
+            _ => Stored::Deployment(deployment("web")),
+        };
+        indexed(&h, &workload, object);
+        h.api.fail_patches(case.fail_with);
+        h.reload(&workload, (case.changes)());
+        h.settle(SETTLE).await;
+        assert_eq!(verbs(&h.api.calls()), case.calls, "{}", case.name);
+        assert_eq!(h.reasons(), case.events, "{}", case.name);
+        h.stop().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_event_of_a_write_from_the_view_references_the_indexed_object() {
+    let h = start(Setup::default());
+    let workload = key(WorkloadKind::Deployment, "web");
+    indexed(&h, &workload, Stored::Deployment(deployment("web")));
+    h.reload(&workload, vec![env_change("cfg", 1)]);
+    h.settle(SETTLE).await;
+    let target =
+        EventTarget { key: workload.clone(), uid: Some(UID.into()), resource_version: Some("10".into()) };
+    assert_eq!(h.events.all(), vec![WorkloadEvent::reloaded(target, &env_change("cfg", 1).resource)]);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_view_that_records_every_change_sends_nothing() {
+    let h = start(Setup::default());
+    let workload = key(WorkloadKind::Deployment, "web");
+    let change = env_change("cfg", 1);
+    indexed(&h, &workload, Stored::Deployment(current_deployment("web", &change)));
+    h.reload(&workload, vec![change]);
+    h.settle(SETTLE).await;
+    assert_eq!(h.api.calls(), [], "no read, no write");
+    assert!(h.events.all().is_empty());
+    h.stop().await;
+}
+
+/// A view behind the object (the marker already written, the watch not there yet) makes at worst
+/// a patch that changes nothing: env-var writes are the same whenever sent, and a write carrying
+/// the time is refused (409) and rebuilt from the object, which needs none.
+#[tokio::test(start_paused = true)]
+async fn a_stale_view_never_rolls_the_workload_twice() {
+    for change in [env_change("cfg", 1), annotation_change("cfg", 1)] {
+        let h = start(Setup::default());
+        let workload = key(WorkloadKind::Deployment, "web");
+        indexed(&h, &workload, Stored::Deployment(deployment("web")));
+        // The object moved on: it records the change already, at a newer version.
+        let mut now = current_deployment("web", &change);
+        now.metadata.uid = Some(UID.into());
+        now.metadata.resource_version = Some("11".into());
+        h.api.put(&workload, Stored::Deployment(now.clone()));
+        let guarded = change.strategy == ReloadStrategy::Annotations;
+        if guarded {
+            h.api.fail_patches(&[409]);
+        }
+        h.reload(&workload, vec![change.clone()]);
+        h.settle(SETTLE).await;
+        let patches = h.api.patches();
+        match guarded {
+            // Refused, then the read finds it current.
+            true => assert_eq!(verbs(&h.api.calls()), [("strategic", true), ("load", false)]),
+            // The same value again: applying it leaves the template as it is.
+            false => {
+                assert_eq!(patches.len(), 1);
+                let mut template = now.spec.as_ref().unwrap().template.clone();
+                let before = template.clone();
+                let body = &patches[0].2["spec"]["template"]["spec"]["containers"][0]["env"][0];
+                let env = template.spec.as_mut().unwrap().containers[0].env.as_mut().unwrap();
+                let entry = env.iter_mut().find(|e| json!(e.name) == body["name"]).expect("the marker");
+                entry.value = body["value"].as_str().map(str::to_owned);
+                assert_eq!(template, before, "the patch changes nothing");
+            }
+        }
+        h.stop().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn jobs_still_read_before_their_write() {
+    let h = start(Setup::default());
+    let workload = key(WorkloadKind::Job, "batch");
+    indexed(&h, &workload, Stored::Job(job("batch")));
+    h.reload(&workload, vec![env_change("cfg", 1)]);
+    h.settle(SETTLE).await;
+    assert_eq!(h.api.calls().first(), Some(&Call::Load("batch".into())));
+    h.stop().await;
 }

@@ -1,8 +1,10 @@
-//! Applies one workload's queued changes: read the object fresh, let its backend build the
-//! write (nothing if it already carries the markers), send it, and retry per workload —
+//! Applies one workload's queued changes: let its backend build the write (nothing if it already
+//! carries the markers) from the object the index's view stands for — no read — or, for Jobs and
+//! CronJobs and on every retry, from the object read fresh; send it, and retry per workload —
 //! immediately after a re-read on 409, with backoff on transient errors (429, 5xx, no answer),
 //! never sooner than the API server's `Retry-After`. Reports every outcome.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -11,11 +13,12 @@ use kube::api::Patch;
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::markers::MarkerChange;
 use reloader_core::model::WorkloadKey;
-use reloader_core::workload::{PatchKind, WorkloadWrite, WriteContext};
+use reloader_core::skeleton::skeleton;
+use reloader_core::workload::{PatchKind, Workload, WorkloadWrite, WriteContext, WriteError};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
-use super::api::WorkloadApi;
+use super::api::{WorkloadApi, WorkloadViews};
 use crate::kinds::Loaded;
 use crate::notify::alerts::{AlertQueue, ReloadNotice};
 use crate::notify::events::{EventSink, EventTarget, WorkloadEvent};
@@ -121,9 +124,22 @@ fn record_verb(write: &WorkloadWrite) {
     tracing::Span::current().record("reloader.write.verb", verb).record("http.request.method", method);
 }
 
+/// What a write attempt builds from the workload (a reload's or a resume's write).
+type BuildWrite<'a> = dyn Fn(&dyn Workload) -> Result<Option<WorkloadWrite>, WriteError> + Sync + 'a;
+
+/// Where a write was built from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// The index's view (no read): it may be behind the object.
+    View,
+    /// The object, read just before.
+    Read,
+}
+
 /// What the writer needs: the API, where to report, and its slice of the configuration.
 pub(crate) struct Writer {
     pub(crate) api: Arc<dyn WorkloadApi>,
+    pub(crate) views: Arc<dyn WorkloadViews>,
     pub(crate) events: Arc<dyn EventSink>,
     pub(crate) alerts: Option<Arc<dyn AlertQueue>>,
     pub(crate) metrics: Arc<Metrics>,
@@ -146,7 +162,9 @@ impl Writer {
     pub(crate) async fn reload(&self, key: &WorkloadKey, changes: &[MarkerChange], first_event: Instant) {
         let started = Instant::now();
         let read = Mutex::new(EventTarget::named(key.clone()));
-        let result = self.with_retries(key, || self.attempt_reload(key, changes, &read)).await;
+        let first = AtomicBool::new(true);
+        let build = |w: &dyn Workload| w.reload_write(changes, &self.write_context());
+        let result = self.with_retries(key, || self.attempt(key, &read, &first, &build)).await;
         record_outcome(&result);
         let target = read.into_inner().unwrap_or_else(|e| e.into_inner());
         let kind = key.kind;
@@ -190,16 +208,9 @@ impl Writer {
 
     pub(crate) async fn resume(&self, key: &WorkloadKey) {
         let read = Mutex::new(EventTarget::named(key.clone()));
-        let result = self
-            .with_retries(key, || async {
-                let Some(loaded) = self.api.load(key).await? else { return Ok(Outcome::Gone) };
-                remember_read(&read, &loaded);
-                match loaded.with(|w| w.resume_write(&self.write_context())) {
-                    Some(write) => self.send(key, write).await,
-                    None => Ok(Outcome::AlreadyCurrent),
-                }
-            })
-            .await;
+        let first = AtomicBool::new(true);
+        let build = |w: &dyn Workload| Ok(w.resume_write(&self.write_context()));
+        let result = self.with_retries(key, || self.attempt(key, &read, &first, &build)).await;
         record_outcome(&result);
         match result {
             Ok(Outcome::Written) => info!(workload = %key, "pause period over; resumed"),
@@ -260,21 +271,47 @@ impl Writer {
         }
     }
 
-    async fn attempt_reload(
+    /// One attempt: the write `build` makes, sent. The first attempt builds it from the index's
+    /// view when the kind allows (no read); a retry, or a view that cannot stand for the object,
+    /// reads it first.
+    async fn attempt(
         &self,
         key: &WorkloadKey,
-        changes: &[MarkerChange],
         read: &Mutex<EventTarget>,
+        first: &AtomicBool,
+        build: &BuildWrite<'_>,
     ) -> Result<Outcome, WriteFailure> {
+        if first.swap(false, Ordering::Relaxed)
+            && let Some(loaded) = self.stood_for_by_view(key)
+            // A backend error from a view may only mean the view is behind: the read decides.
+            && let Ok(write) = loaded.with(build)
+        {
+            remember_read(read, &loaded);
+            return match write {
+                Some(write) => self.send(key, write, Source::View).await,
+                None => Ok(Outcome::AlreadyCurrent),
+            };
+        }
         let Some(loaded) = self.api.load(key).await? else { return Ok(Outcome::Gone) };
         remember_read(read, &loaded);
-        match loaded.with(|w| w.reload_write(changes, &self.write_context()))? {
-            Some(write) => self.send(key, write).await,
+        match loaded.with(build)? {
+            Some(write) => self.send(key, write, Source::Read).await,
             None => Ok(Outcome::AlreadyCurrent),
         }
     }
 
-    async fn send(&self, key: &WorkloadKey, write: WorkloadWrite) -> Result<Outcome, WriteFailure> {
+    /// The object the index's view of `key` stands for, where a write can be built from it.
+    fn stood_for_by_view(&self, key: &WorkloadKey) -> Option<Loaded> {
+        let view = self.views.view(key)?;
+        Loaded::from_skeleton(key.kind, skeleton(&view, &self.keys)?)
+    }
+
+    async fn send(
+        &self,
+        key: &WorkloadKey,
+        write: WorkloadWrite,
+        source: Source,
+    ) -> Result<Outcome, WriteFailure> {
         record_verb(&write);
         if self.dry_run {
             info!(workload = %key, write = %describe(&write), "dry run: would write");
@@ -297,6 +334,17 @@ impl Writer {
                 };
                 match self.api.patch(key, &patch).await {
                     Ok(()) => {}
+                    // The view was behind: the workload is gone.
+                    Err(kube::Error::Api(e)) if source == Source::View && e.code == 404 => {
+                        return Ok(Outcome::Gone);
+                    }
+                    // A write built from the view that the object refuses (its resourceVersion
+                    // moved, or the view missed a change the write depends on): re-read and retry,
+                    // as after a conflict.
+                    Err(kube::Error::Api(mut e)) if source == Source::View && e.code == 422 => {
+                        e.code = 409;
+                        return Err(kube::Error::Api(e).into());
+                    }
                     // A JSON patch whose resourceVersion `test` failed: someone wrote the object
                     // since we read it, a conflict to re-read and retry like a 409. Built-in kinds
                     // say so in the message; custom resources answer a bare 422 "Invalid", so the

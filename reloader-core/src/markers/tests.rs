@@ -77,7 +77,13 @@ fn markers_are_read_from_regular_containers_and_the_annotation() {
     let markers = Markers::read(workload.template(), &keys());
     assert_eq!(
         markers.env,
-        [EnvMarker { container: 1, name: "STAKATER_MY_CM_CONFIGMAP".into(), value: c.hash.to_hex().into() }]
+        [EnvMarker {
+            container: 1,
+            position: 0,
+            name: "STAKATER_MY_CM_CONFIGMAP".into(),
+            value: c.hash.to_hex().into(),
+            value_from: false,
+        }]
     );
     assert_eq!(markers.annotation, Some(AnnotationMarker { resource: c.key.clone(), hash: c.hash }));
     assert_eq!(markers.env_value(ResourceKind::ConfigMap, "my-cm"), Some(&*c.hash.to_hex()));

@@ -10,10 +10,15 @@ use reloader_workload_testkit::*;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use reloader_core::skeleton::skeleton;
+
 use crate::{AppsKind, AppsWorkload, PauseDeadline, pause_deadline};
 
 const PAUSE_PERIOD: &str = "deployment.reloader.stakater.com/pause-period";
 const PAUSED_AT: &str = "deployment.reloader.stakater.com/paused-at";
+const UID: &str = "00000000-0000-4000-8000-000000000007";
+/// The test objects' resourceVersion, which guards every write that carries the time.
+const VERSION: &str = "7";
 
 /// An object of any apps/v1 kind around `template`, with `annotations` and `paused` on it.
 fn object<K: DeserializeOwned>(kind: &str, annotations: Value, paused: Option<bool>, template: Value) -> K {
@@ -24,7 +29,9 @@ fn object<K: DeserializeOwned>(kind: &str, annotations: Value, paused: Option<bo
     serde_json::from_value(json!({
         "apiVersion": "apps/v1",
         "kind": kind,
-        "metadata": {"name": "web", "namespace": "ns", "annotations": annotations},
+        "metadata": {
+            "name": "web", "namespace": "ns", "uid": UID, "resourceVersion": VERSION, "annotations": annotations,
+        },
         "spec": spec,
     }))
     .expect("valid apps/v1 object")
@@ -54,9 +61,29 @@ fn strategic(template_patch: Value) -> Option<WorkloadWrite> {
     })
 }
 
+/// The write for `object`, checked to be the same when built from its view (no read).
 fn reload<K: AppsKind>(object: &K, changes: &[MarkerChange]) -> Result<Option<WorkloadWrite>, WriteError> {
     let keys = AnnotationKeys::default();
-    AppsWorkload(object).reload_write(changes, &write_context(&keys))
+    let ctx = write_context(&keys);
+    let read = AppsWorkload(object).reload_write(changes, &ctx);
+    let cached = from_view(object);
+    assert_eq!(AppsWorkload(&cached).reload_write(changes, &ctx), read, "from the view, {changes:?}");
+    read
+}
+
+/// The object `object`'s view stands for.
+fn from_view<K: AppsKind>(object: &K) -> K {
+    let keys = AnnotationKeys::default();
+    let view = AppsWorkload(object).view(&keys);
+    K::from_skeleton(skeleton(&view, &keys).expect("the test objects have a uid and a resourceVersion"))
+}
+
+/// `strategic`, guarded by the object's resourceVersion (a write that carries the time).
+fn guarded_strategic(template_patch: Value) -> Option<WorkloadWrite> {
+    Some(WorkloadWrite::Patch {
+        kind: PatchKind::Strategic,
+        body: json!({"metadata": {"resourceVersion": VERSION}, "spec": {"template": template_patch}}),
+    })
 }
 
 type WriteResult = Result<Option<WorkloadWrite>, WriteError>;
@@ -134,7 +161,7 @@ fn reload_writes_are_exact_strategic_patches() {
             "annotations set",
             plain_template(),
             vec![set(secret(), H2, Annotations, 1)],
-            strategic(
+            guarded_strategic(
                 json!({"metadata": {"annotations": {LAST_RELOADED_FROM: marker(&secret(), H2, "sidecar")}}}),
             ),
         ),
@@ -142,7 +169,7 @@ fn reload_writes_are_exact_strategic_patches() {
             "annotations delete: the delete-marker hash",
             reloaded_template(),
             vec![remove(cm(), Annotations)],
-            strategic(json!({"metadata": {"annotations": {
+            guarded_strategic(json!({"metadata": {"annotations": {
                 LAST_RELOADED_FROM: marker(&cm(), DELETE_MARKER_HASH, "app")
             }}})),
         ),
@@ -170,8 +197,10 @@ fn missing_templates_and_containers_are_errors() {
         let workload = reloader_core::model::WorkloadKey::new(kind, "ns", "web");
         assert_eq!(write, Err(WriteError::NoSuchContainer { workload, index: 2 }), "{kind}");
     }
-    let no_spec: Deployment =
-        serde_json::from_value(json!({"metadata": {"name": "web", "namespace": "ns"}})).unwrap();
+    let no_spec: Deployment = serde_json::from_value(
+        json!({"metadata": {"name": "web", "namespace": "ns", "uid": UID, "resourceVersion": VERSION}}),
+    )
+    .unwrap();
     let key = reloader_core::model::WorkloadKey::new(WorkloadKind::Deployment, "ns", "web");
     assert_eq!(reload(&no_spec, &change), Err(WriteError::NoTemplate(key)));
 }
@@ -204,7 +233,7 @@ fn pause_period_pauses_in_the_reload_patch() {
     let paused_and_reloaded = Some(WorkloadWrite::Patch {
         kind: PatchKind::Strategic,
         body: json!({
-            "metadata": {"annotations": {PAUSED_AT: NOW}},
+            "metadata": {"annotations": {PAUSED_AT: NOW}, "resourceVersion": VERSION},
             "spec": {"paused": true, "template": {"spec": env_patch}},
         }),
     });
@@ -264,14 +293,21 @@ fn resume_unpauses_only_what_reloader_paused() {
     let ctx = write_context(&keys);
     let resume = Some(WorkloadWrite::Patch {
         kind: PatchKind::Merge,
-        body: json!({"metadata": {"annotations": {PAUSED_AT: null}}, "spec": {"paused": false}}),
+        body: json!({
+            "metadata": {"annotations": {PAUSED_AT: null}, "resourceVersion": VERSION},
+            "spec": {"paused": false},
+        }),
     });
-    let ours = deployment(json!({PAUSE_PERIOD: "5m", PAUSED_AT: NOW}), Some(true));
-    assert_eq!(AppsWorkload(&ours).resume_write(&ctx), resume);
-    let resumed_by_hand = deployment(json!({PAUSED_AT: NOW}), Some(false));
-    assert_eq!(AppsWorkload(&resumed_by_hand).resume_write(&ctx), resume, "the stale annotation goes");
-    let users = deployment(json!({PAUSE_PERIOD: "5m"}), Some(true));
-    assert_eq!(AppsWorkload(&users).resume_write(&ctx), None);
+    let cases = [
+        ("ours", json!({PAUSE_PERIOD: "5m", PAUSED_AT: NOW}), true, &resume),
+        ("resumed by hand: the stale annotation goes", json!({PAUSED_AT: NOW}), false, &resume),
+        ("a user's", json!({PAUSE_PERIOD: "5m"}), true, &None),
+    ];
+    for (name, annotations, paused, expected) in cases {
+        let d = deployment(annotations, Some(paused));
+        assert_eq!(AppsWorkload(&d).resume_write(&ctx), *expected, "{name}");
+        assert_eq!(AppsWorkload(&from_view(&d)).resume_write(&ctx), *expected, "{name}, from the view");
+    }
 }
 
 #[test]

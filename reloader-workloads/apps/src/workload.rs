@@ -53,9 +53,17 @@ impl<K: AppsKind> Workload for AppsWorkload<'_, K> {
         let mut body = template_strategic_patch(template, changes, ctx.keys, ctx.now_unix)?;
         // A paused Deployment stays as it is: paused by a user (left alone, docs/compatibility.md §8), or by
         // an earlier reload whose `paused-at` must keep counting from the first change.
-        if K::PAUSABLE && !self.0.paused() && pause::period(self.metadata(), ctx.keys).is_some() {
+        let pauses = K::PAUSABLE && !self.0.paused() && pause::period(self.metadata(), ctx.keys).is_some();
+        if pauses {
             body["spec"]["paused"] = Value::Bool(true);
             body["metadata"] = json!({"annotations": {ctx.keys.paused_at.clone(): ctx.now_rfc3339}});
+        }
+        // A write carrying the time (the annotation marker's `observedAt`, `paused-at`) would
+        // change the object again if the marker or pause were already there: it applies only to
+        // the version it was built from (a 409 otherwise, then a fresh read). An env-var write
+        // is the same whenever it is sent, so it goes unguarded (docs/behaviour.md).
+        if pauses || body["spec"]["template"].get("metadata").is_some() {
+            guard(&mut body, self.metadata());
         }
         Some(WorkloadWrite::Patch { kind: PatchKind::Strategic, body })
     }
@@ -73,6 +81,16 @@ impl<K: AppsKind> Workload for AppsWorkload<'_, K> {
         if self.metadata().annotations.as_ref().is_some_and(|a| a.contains_key(&ctx.keys.hold_period)) {
             body["metadata"]["annotations"][ctx.keys.hold_period.as_str()] = Value::Null;
         }
+        // Never resume a Deployment a user paused since: only the version that carried `paused-at`.
+        guard(&mut body, self.metadata());
         Some(WorkloadWrite::Patch { kind: PatchKind::Merge, body })
+    }
+}
+
+/// Makes a patch apply only to the object's current `resourceVersion` (the API server answers
+/// 409 otherwise); nothing for an object that has none (never read from a server).
+fn guard(body: &mut Value, metadata: &ObjectMeta) {
+    if let Some(version) = &metadata.resource_version {
+        body["metadata"]["resourceVersion"] = Value::String(version.clone());
     }
 }

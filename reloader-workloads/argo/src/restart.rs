@@ -60,10 +60,15 @@ pub(crate) fn restart_write(
     let containers = template.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or_default();
     let container = containers.get(usize::from(last.container)).map_or("", |c| c.name.as_str());
     let record = annotation_marker_value(&last.resource, &hash, container, ctx.now_unix);
-    let body = json!({
+    let mut body = json!({
         "metadata": {"annotations": {ctx.keys.last_reloaded_from.clone(): record}},
         "spec": {"restartAt": ctx.now_rfc3339},
     });
+    // A restart carries the time: replayed on a Rollout that already records it, it would
+    // restart the pods again. It applies only to the version it was built from (409 otherwise).
+    if let Some(version) = &rollout.metadata.resource_version {
+        body["metadata"]["resourceVersion"] = json!(version);
+    }
     Some(WorkloadWrite::Patch { kind: PatchKind::Merge, body })
 }
 
@@ -77,7 +82,13 @@ fn overlay(markers: &mut Markers, recorded: AnnotationMarker) {
         let value: Box<str> = recorded.hash.to_hex().into();
         match markers.env.iter_mut().find(|m| *m.name == *name) {
             Some(marker) => marker.value = value,
-            None => markers.env.push(EnvMarker { container: 0, name: name.into(), value }),
+            None => markers.env.push(EnvMarker {
+                container: 0,
+                position: EnvMarker::NOT_IN_TEMPLATE,
+                name: name.into(),
+                value,
+                value_from: false,
+            }),
         }
     }
     markers.annotation = Some(recorded);

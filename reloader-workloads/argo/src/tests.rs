@@ -3,6 +3,7 @@ use reloader_core::annotations::{AnnotationKeys, LAST_RELOADED_FROM};
 use reloader_core::hash::DELETE_MARKER_HASH;
 use reloader_core::markers::{MarkerAction, MarkerChange};
 use reloader_core::model::{ReloadStrategy, ResourceKey, WorkloadKey, WorkloadKind};
+use reloader_core::skeleton::skeleton;
 use reloader_core::workload::{PatchKind, Workload, WorkloadWrite, WriteError};
 use reloader_workload_testkit::*;
 use serde_json::{Map, Value, json};
@@ -24,7 +25,10 @@ fn object(annotations: Value, template: Value) -> Value {
     json!({
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "Rollout",
-        "metadata": {"name": "shop", "namespace": "ns", "resourceVersion": "77", "annotations": annotations},
+        "metadata": {
+            "name": "shop", "namespace": "ns", "resourceVersion": "77",
+            "uid": "00000000-0000-4000-8000-000000000077", "annotations": annotations,
+        },
         "spec": spec,
         "status": {"phase": "Healthy", "currentPodHash": "abc"},
     })
@@ -42,9 +46,15 @@ fn rollout(annotations: Value, template: Value) -> Rollout {
     serde_json::from_value(object(annotations, template)).expect("valid Rollout")
 }
 
+/// The write for `object`, checked to be the same when built from its view (no read).
 fn reload(object: &Rollout, changes: &[MarkerChange]) -> Result<Option<WorkloadWrite>, WriteError> {
     let keys = AnnotationKeys::default();
-    object.reload_write(changes, &write_context(&keys))
+    let ctx = write_context(&keys);
+    let read = object.reload_write(changes, &ctx);
+    let view = object.view(&keys);
+    let cached = Rollout::from_skeleton(skeleton(&view, &keys).expect("uid and resourceVersion"));
+    assert_eq!(cached.reload_write(changes, &ctx), read, "from the view, {changes:?}");
+    read
 }
 
 fn json_patch(ops: Value) -> Option<WorkloadWrite> {
@@ -54,7 +64,10 @@ fn json_patch(ops: Value) -> Option<WorkloadWrite> {
 fn restart(recorded: String) -> Option<WorkloadWrite> {
     Some(WorkloadWrite::Patch {
         kind: PatchKind::Merge,
-        body: json!({"metadata": {"annotations": {LAST_RELOADED_FROM: recorded}}, "spec": {"restartAt": NOW}}),
+        body: json!({
+            "metadata": {"annotations": {LAST_RELOADED_FROM: recorded}, "resourceVersion": "77"},
+            "spec": {"restartAt": NOW},
+        }),
     })
 }
 

@@ -49,6 +49,10 @@ impl CrdSpec for RolloutSpec {
         self.paused.unwrap_or(false)
     }
 
+    fn from_skeleton(template: Option<PodTemplateSpec>, paused: bool) -> Self {
+        Self { template, paused: Some(paused), restart_at: None, other: Map::new() }
+    }
+
     /// A `restart` Rollout's markers include what its own metadata records (its template never
     /// changes, so that is where restarts are recorded).
     fn refine_view(rollout: &Rollout, keys: &AnnotationKeys, view: &mut WorkloadView) {

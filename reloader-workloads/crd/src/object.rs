@@ -7,6 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::markers::MarkerChange;
 use reloader_core::model::WorkloadKind;
+use reloader_core::skeleton::Skeleton;
 use reloader_core::views::WorkloadView;
 use reloader_core::workload::{WorkloadWrite, WriteContext};
 use serde::de::DeserializeOwned;
@@ -30,6 +31,9 @@ pub trait CrdSpec: Default + Clone + fmt::Debug + PartialEq + Serialize + Deseri
 
     /// `spec.paused`.
     fn paused(&self) -> bool;
+
+    /// A spec with just `template` and `paused` (what a skeleton knows of it).
+    fn from_skeleton(template: Option<PodTemplateSpec>, paused: bool) -> Self;
 
     /// Adjusts the view core builds from the template; the default keeps it as it is.
     fn refine_view(_object: &CrdObject<Self>, _keys: &AnnotationKeys, _view: &mut WorkloadView) {}
@@ -96,6 +100,17 @@ impl<S: CrdSpec> fmt::Debug for CrdObject<S> {
             .field("spec", &self.spec)
             .field("other", &self.other)
             .finish()
+    }
+}
+
+impl<S: CrdSpec> CrdObject<S> {
+    /// The object a view's skeleton stands for, to build a write from without reading it.
+    pub fn from_skeleton(skeleton: Skeleton) -> Self {
+        CrdObject {
+            metadata: skeleton.metadata,
+            spec: S::from_skeleton(skeleton.template, skeleton.paused),
+            ..CrdObject::default()
+        }
     }
 }
 

@@ -3,6 +3,7 @@ use reloader_core::annotations::{AnnotationKeys, LAST_RELOADED_FROM};
 use reloader_core::hash::DELETE_MARKER_HASH;
 use reloader_core::markers::MarkerChange;
 use reloader_core::model::{ReloadStrategy, ResourceKind, WorkloadKey, WorkloadKind};
+use reloader_core::skeleton::skeleton;
 use reloader_core::workload::{PatchKind, Workload, WorkloadWrite, WriteError};
 use reloader_workload_testkit::*;
 use serde_json::{Value, json};
@@ -16,7 +17,7 @@ fn object(template: Value) -> Value {
     json!({
         "apiVersion": "apps.openshift.io/v1",
         "kind": "DeploymentConfig",
-        "metadata": {"name": "frontend", "namespace": "ns", "resourceVersion": "31", "uid": "dc-uid"},
+        "metadata": {"name": "frontend", "namespace": "ns", "resourceVersion": "31", "uid": "00000000-0000-4000-8000-000000000031"},
         "spec": {
             "replicas": 2,
             "selector": {"app": "frontend"},
@@ -40,9 +41,15 @@ fn dc(template: Value) -> DeploymentConfig {
     serde_json::from_value(object(template)).expect("valid DeploymentConfig")
 }
 
+/// The write for `object`, checked to be the same when built from its view (no read).
 fn reload(object: &DeploymentConfig, changes: &[MarkerChange]) -> Result<Option<Value>, WriteError> {
     let keys = AnnotationKeys::default();
-    Ok(object.reload_write(changes, &write_context(&keys))?.map(|write| match write {
+    let ctx = write_context(&keys);
+    let read = object.reload_write(changes, &ctx);
+    let view = object.view(&keys);
+    let cached = DeploymentConfig::from_skeleton(skeleton(&view, &keys).expect("uid and resourceVersion"));
+    assert_eq!(cached.reload_write(changes, &ctx), read, "from the view, {changes:?}");
+    Ok(read?.map(|write| match write {
         WorkloadWrite::Patch { kind: PatchKind::Json, body } => body,
         other => panic!("a DeploymentConfig reload is a JSON patch, got {other:?}"),
     }))

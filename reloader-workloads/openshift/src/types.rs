@@ -41,4 +41,8 @@ impl CrdSpec for DeploymentConfigSpec {
     fn paused(&self) -> bool {
         self.paused.unwrap_or(false)
     }
+
+    fn from_skeleton(template: Option<PodTemplateSpec>, paused: bool) -> Self {
+        Self { template, paused: Some(paused), other: Map::new() }
+    }
 }

@@ -313,6 +313,29 @@ fn latency_rows(latency: &PerSubject<LatencyOutcome>, floor: &Outcome<Latencies>
         )
         .detail(api),
     );
+    // L1's requests per reload by verb (one ConfigMap update, one Deployment to write): the floor
+    // is one PATCH and its Event, no read.
+    let per_reload = [
+        (
+            "A1-patch-per-reload",
+            "A1 PATCH/UPDATE of workloads per reload (L1)",
+            RequestClass::WorkloadWrite,
+            Target::Equals(1.0),
+        ),
+        ("A1-get-per-reload", "A1 GET requests per reload (L1)", RequestClass::Get, Target::Equals(0.0)),
+        ("A1-list-per-reload", "A1 LIST requests per reload (L1)", RequestClass::List, Target::Equals(0.0)),
+        (
+            "A1-other-writes-per-reload",
+            "A1 other writes (Events, Lease) per reload (L1)",
+            RequestClass::OtherWrite,
+            Target::Informational,
+        ),
+    ];
+    for (id, title, class, target) in per_reload {
+        rows.push(figure(latency, id, title, "requests/reload", target, |o| {
+            Some(o.l1_api.requests.get(class) as f64 / o.l1_api.writes_needed.max(1) as f64)
+        }));
+    }
     rows
 }
 
