@@ -29,7 +29,7 @@ pub use helm::Helm;
 pub use manifest::{Controller, Cut, Manifest, RoleRef, RuleRemoval};
 pub use promtool::Promtool;
 
-use reloader_harness::{ControlPlane, PlaneError, Reloader};
+use reloader_harness::{ControlPlane, KubeconfigFile, PlaneError, Reloader};
 
 /// A release name unused on this plane (ClusterRoles are named after it).
 pub fn release_name() -> String {
@@ -42,7 +42,7 @@ pub fn release_name() -> String {
 pub struct Installation {
     manifest: Manifest,
     rbac: Manifest,
-    kubeconfig_dir: tempfile::TempDir,
+    kubeconfig: KubeconfigFile,
 }
 
 impl Installation {
@@ -60,30 +60,34 @@ impl Installation {
         };
         apply(&plane.client(), &rbac, ApplyMode::Persist).await?;
         let controller = manifest.controller()?;
-        let kubeconfig_dir = tempfile::Builder::new()
-            .prefix("chart-sa-")
-            .tempdir()
-            .map_err(|source| PlaneError::Io { context: "creating a kubeconfig directory".into(), source })?;
-        let kubeconfig = kubeconfig_dir.path().join("kubeconfig");
-        write_service_account_kubeconfig(
+        let kubeconfig =
+            KubeconfigFile::for_service_account(plane, &controller.namespace, &controller.service_account)
+                .await?;
+        Ok(Self { manifest: manifest.clone(), rbac, kubeconfig })
+    }
+
+    /// Sends the API traffic of the replicas started from now on through `server` (a proxy in
+    /// front of kube-apiserver), still as the chart's ServiceAccount.
+    pub async fn route_through(&mut self, plane: &ControlPlane, server: &str) -> Result<(), PlaneError> {
+        let controller = self.manifest.controller()?;
+        self.kubeconfig = KubeconfigFile::for_service_account_via(
             plane,
             &controller.namespace,
             &controller.service_account,
-            &kubeconfig,
+            server,
         )
         .await?;
-        Ok(Self { manifest: manifest.clone(), rbac, kubeconfig_dir })
+        Ok(())
     }
 
     /// Starts one `reloader` process per replica of the chart's Deployment, with exactly its
     /// args and environment, as its ServiceAccount. Does not wait for readiness.
     pub async fn start(&self, plane: &ControlPlane) -> Result<Vec<Reloader>, PlaneError> {
         let controller = self.manifest.controller()?;
-        let kubeconfig = self.kubeconfig_dir.path().join("kubeconfig");
         let mut pods = Vec::with_capacity(controller.replicas);
         for index in 0..controller.replicas {
             let mut builder = Reloader::builder(plane)
-                .kubeconfig(&kubeconfig)
+                .kubeconfig(self.kubeconfig.path())
                 .name(controller.pod_name(index))
                 .args(controller.args())
                 .no_wait();

@@ -1,6 +1,6 @@
 //! Fixtures beyond [`crate::fixtures`], for the kinds, scope, behaviour, secrecy and bad-input
 //! tests: local HTTP endpoints that record (or swallow) what reloader sends, a counting TCP proxy
-//! in front of kube-apiserver, the namespaced RBAC a single-namespace reloader needs, the
+//! and a slow, flaky HTTP proxy in front of kube-apiserver, the namespaced RBAC a single-namespace reloader needs, the
 //! admission webhook's test certificates, and small waits on logs, Jobs and unique values.
 //!
 //! ```no_run
@@ -12,12 +12,14 @@
 //! # let _ = url; Ok(()) }
 //! ```
 
+mod flaky_proxy;
 mod http;
 mod proxy;
 mod rbac;
 mod support;
 mod webhook;
 
+pub use flaky_proxy::{Exchange, FlakyProxy, Outcome};
 pub use http::{BlackHole, HttpRecorder, RecordedRequest};
 pub use proxy::ApiProxy;
 pub use rbac::grant_namespaced_reloader_role;

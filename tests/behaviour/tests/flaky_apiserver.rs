@@ -7,19 +7,17 @@
 //! the write queue within one entry per workload and the memory bounded; a workload whose write
 //! fails for good gets its ReloadFail Event, log line and metrics.
 
-mod flaky_proxy;
 mod ha_support;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use ha_support::{auto_spec, generation, reloads_executed};
 use kube::Client;
 use reloader_harness::{NotYet, Reloader, wait_until};
 use reloader_tests::fixtures::{Kind, ResourceRef, Strategy, TestEnv, WorkloadId, events_for, negative_wait};
-
-use flaky_proxy::{Exchange, FlakyProxy, Outcome};
-use ha_support::{auto_spec, generation, reloads_executed};
+use reloader_tests::fixtures_extra::{Exchange, FlakyProxy, Outcome};
 
 const WORKLOADS: usize = 8;
 const FAILURE_RATE: f64 = 0.1;

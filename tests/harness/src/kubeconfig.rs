@@ -23,9 +23,28 @@ impl KubeconfigFile {
         namespace: &str,
         name: &str,
     ) -> Result<Self, PlaneError> {
+        Self::service_account(plane, namespace, name, None).await
+    }
+
+    /// As [`Self::for_service_account`], talking to `server` (a proxy in front of the plane).
+    pub async fn for_service_account_via(
+        plane: &ControlPlane,
+        namespace: &str,
+        name: &str,
+        server: &str,
+    ) -> Result<Self, PlaneError> {
+        Self::service_account(plane, namespace, name, Some(server)).await
+    }
+
+    async fn service_account(
+        plane: &ControlPlane,
+        namespace: &str,
+        name: &str,
+        server: Option<&str>,
+    ) -> Result<Self, PlaneError> {
         let config = plane.service_account_config(namespace, name).await?;
         let auth = AuthInfo { token: config.auth_info.token.clone(), ..AuthInfo::default() };
-        Self::derive(plane, Some(auth), None, Some(namespace))
+        Self::derive(plane, Some(auth), server, Some(namespace))
     }
 
     /// The admin identity, talking to `server` instead of the plane's own address.

@@ -1,12 +1,14 @@
 //! Least privilege: every rule of the rendered roles, one verb or one resource at a time.
 
 use futures::StreamExt as _;
+use reloader_cli::kinds;
 use reloader_core::model::WorkloadKind;
 use reloader_harness::ControlPlane;
 use reloader_harness::Crd;
 use reloader_tests::chart::exercise::{Completed, Limits, Shortfall, exercise};
-use reloader_tests::chart::probe::Probe;
+use reloader_tests::chart::probe::{Probe, probe_name};
 use reloader_tests::chart::{Helm, Installation, RuleRemoval, release_name};
+use reloader_tests::fixtures_extra::FlakyProxy;
 use serde_json::{Value, json};
 
 use super::{Scope, ValuesSet, isolate};
@@ -121,8 +123,21 @@ async fn trial(
         Probe::create(&client, namespace.name(), &set.kinds).await.expect("creating probe workloads");
 
     let _isolation = isolate(set.scope).await;
-    let installation =
+    let mut installation =
         Installation::install(plane, &manifest, removal.as_ref()).await.expect("installing RBAC");
+    // The first write to each probe workload fails once (503), as an overloaded API server's
+    // may: the retry reads the workload before writing again (docs/behaviour.md C32c), so the
+    // rules a retry needs are judged on a path every run takes, not only on a lucky conflict.
+    let proxy = FlakyProxy::start(plane, 1).await;
+    for kind in &set.kinds {
+        proxy.stumble(&format!(
+            "/namespaces/{}/{}/{}",
+            namespace.name(),
+            kinds::info(*kind).plural,
+            probe_name(*kind)
+        ));
+    }
+    installation.route_through(plane, &proxy.url()).await.expect("routing through the proxy");
     let mut pods = installation.start(plane).await.expect("starting the controller");
     let result = exercise(
         &client,

@@ -1,11 +1,14 @@
 //! A slow and flaky API server: an HTTP proxy in front of kube-apiserver that, once faults are
 //! on, holds every request for 1–2 s and answers a share of the writes (PATCH, PUT, POST,
 //! DELETE) itself with 429 (`Retry-After`), 503 (`Retry-After`) or 500, without forwarding them,
-//! as an API server's priority-and-fairness filter or an overloaded one does. It records
+//! as an API server's priority-and-fairness filter or an overloaded one does. Apart from those
+//! faults it can make the first write to each of some paths fail once (503), so that a client's
+//! retry path, and what that path needs, is exercised on every run. It records
 //! when each request arrived and was answered, and how, so a test can check the client's
 //! retries from the server's side. Clients reach it over plain HTTP on 127.0.0.1 (a derived
 //! kubeconfig); it speaks HTTPS to kube-apiserver.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -56,6 +59,9 @@ struct Faults {
     failure_rate: f64,
     /// Writes to paths containing one of these always fail with 503 and `Retry-After: 1`.
     doomed: Vec<String>,
+    /// The first write to each path containing one of these fails with 503 and
+    /// `Retry-After: 1`, whether faults are on or not.
+    stumbling: Vec<String>,
 }
 
 struct Shared {
@@ -64,6 +70,8 @@ struct Shared {
     faults: Mutex<Faults>,
     random: Mutex<u64>,
     log: Mutex<Vec<Exchange>>,
+    /// The paths whose first write has failed already.
+    stumbled: Mutex<HashSet<String>>,
 }
 
 pub struct FlakyProxy {
@@ -86,9 +94,15 @@ impl FlakyProxy {
         let shared = Arc::new(Shared {
             upstream: plane.url(),
             http: http.build().unwrap(),
-            faults: Mutex::new(Faults { on: false, failure_rate: 0.0, doomed: Vec::new() }),
+            faults: Mutex::new(Faults {
+                on: false,
+                failure_rate: 0.0,
+                doomed: Vec::new(),
+                stumbling: Vec::new(),
+            }),
             random: Mutex::new(seed.max(1)),
             log: Mutex::new(Vec::new()),
+            stumbled: Mutex::new(HashSet::new()),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
@@ -103,6 +117,11 @@ impl FlakyProxy {
     /// A kubeconfig whose server is this proxy (the admin identity).
     pub fn kubeconfig(&self) -> &std::path::Path {
         self.kubeconfig.path()
+    }
+
+    /// `http://127.0.0.1:<port>`, for a kubeconfig of another identity.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.address)
     }
 
     /// `127.0.0.1:<port>`, the `host` label of the client's requests.
@@ -120,6 +139,11 @@ impl FlakyProxy {
     /// Every write to a path containing `fragment` fails from now on.
     pub fn doom(&self, fragment: &str) {
         self.shared.faults.lock().unwrap().doomed.push(fragment.to_owned());
+    }
+
+    /// The first write to each path containing `fragment` fails once, from now on.
+    pub fn stumble(&self, fragment: &str) {
+        self.shared.faults.lock().unwrap().stumbling.push(fragment.to_owned());
     }
 
     /// Every request so far, in the order they were answered.
@@ -150,8 +174,16 @@ impl Shared {
 
     /// The answer to inject instead of forwarding, if any.
     fn injection(&self, method: &Method, path: &str) -> Option<(u16, Option<u64>)> {
+        if !is_write(method) {
+            return None;
+        }
         let faults = self.faults.lock().unwrap().clone();
-        if !faults.on || !is_write(method) {
+        if faults.stumbling.iter().any(|fragment| path.contains(fragment.as_str()))
+            && self.stumbled.lock().unwrap().insert(path.to_owned())
+        {
+            return Some((503, Some(1)));
+        }
+        if !faults.on {
             return None;
         }
         if faults.doomed.iter().any(|fragment| path.contains(fragment.as_str())) {
