@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use kube::api::{Api, DeleteParams, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
 
-pub use apply::{ApplyMode, apply, write_service_account_kubeconfig};
+pub use apply::{ApplyMode, apply};
 pub use helm::Helm;
 pub use manifest::{Controller, Cut, Manifest, RoleRef, RuleRemoval};
 pub use promtool::Promtool;

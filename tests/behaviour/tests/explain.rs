@@ -9,9 +9,10 @@ mod support;
 
 use std::time::Duration;
 
+use reloader_harness::KubeconfigFile;
 use reloader_tests::fixtures::*;
 use serde_json::Value;
-use support::{explain_json, listed, resource, run_reloader, write_service_account_kubeconfig};
+use support::{explain_json, listed, resource, run_reloader};
 
 const RELOAD_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -444,10 +445,8 @@ async fn bad_targets_and_missing_permissions_fail_clearly() {
     // An identity without permissions: the API server's refusal, in one line. The namespace
     // comes from the kubeconfig (no -n).
     deployment("web").create(client, ns.name()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let restricted = dir.path().join("kubeconfig");
-    write_service_account_kubeconfig(plane, ns.name(), "nobody", &restricted).await;
-    let forbidden = run_reloader(&restricted, &["explain", "deployment/web"]).await;
+    let restricted = KubeconfigFile::for_service_account(plane, ns.name(), "nobody").await.unwrap();
+    let forbidden = run_reloader(restricted.path(), &["explain", "deployment/web"]).await;
     assert_eq!(forbidden.code, Some(1), "{forbidden:?}");
     let stderr = forbidden.stderr.trim_end();
     assert!(!stderr.contains('\n'), "one line: {stderr}");

@@ -10,8 +10,7 @@ use std::time::Duration;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Client;
 use kube::api::{Api, PostParams};
-use reloader_harness::{NotYet, Reloader, wait_until};
-use reloader_tests::chart::write_service_account_kubeconfig;
+use reloader_harness::{KubeconfigFile, NotYet, Reloader, wait_until};
 use reloader_tests::fixtures::TestEnv;
 use reloader_tests::fixtures_extra::wait_for_log;
 use serde_json::{Value, json};
@@ -61,8 +60,7 @@ async fn stakaters_rbac_is_explained_rule_by_rule_and_never_crash_loops() {
     let env = TestEnv::with_crds().await;
     let TestEnv { plane, ns, client, .. } = &env;
     let ns = ns.name();
-    let kubeconfig = tempfile::NamedTempFile::new().unwrap();
-    write_service_account_kubeconfig(plane, ns, ACCOUNT, kubeconfig.path()).await.unwrap();
+    let kubeconfig = KubeconfigFile::for_service_account(plane, ns, ACCOUNT).await.unwrap();
     grant(client, ns, "reloader-reloader-role", stakater_chart_rules()).await;
 
     let mut reloader = Reloader::builder(plane)

@@ -1,7 +1,4 @@
-//! Putting a rendered chart on the API server (for real, or as a server-side dry run), and a
-//! kubeconfig file for the chart's ServiceAccount.
-
-use std::path::Path;
+//! Putting a rendered chart on the API server (for real, or as a server-side dry run).
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
@@ -9,8 +6,7 @@ use kube::discovery::{self, Scope};
 use kube::{Client, ResourceExt as _};
 
 use super::manifest::Manifest;
-use reloader_harness::write_private;
-use reloader_harness::{ControlPlane, PlaneError};
+use reloader_harness::PlaneError;
 
 const FIELD_MANAGER: &str = "reloader-tests-chart";
 
@@ -59,30 +55,4 @@ pub async fn apply(client: &Client, manifest: &Manifest, mode: ApplyMode) -> Res
         })?;
     }
     Ok(())
-}
-
-/// Writes a kubeconfig (mode 0600) that authenticates as ServiceAccount `namespace/name` with a
-/// real token from the TokenRequest API, and uses `namespace` by default.
-pub async fn write_service_account_kubeconfig(
-    plane: &ControlPlane,
-    namespace: &str,
-    name: &str,
-    path: &Path,
-) -> Result<(), PlaneError> {
-    let config = plane.service_account_config(namespace, name).await?;
-    let mut kubeconfig = kube::config::Kubeconfig::read_from(plane.kubeconfig_path())?;
-    for named in &mut kubeconfig.auth_infos {
-        named.auth_info =
-            Some(kube::config::AuthInfo { token: config.auth_info.token.clone(), ..Default::default() });
-    }
-    for named in &mut kubeconfig.contexts {
-        if let Some(context) = named.context.as_mut() {
-            context.namespace = Some(namespace.to_owned());
-        }
-    }
-    let text = serde_json::to_string(&kubeconfig).map_err(|error| PlaneError::Manifest {
-        what: "the ServiceAccount kubeconfig".into(),
-        detail: error.to_string(),
-    })?;
-    write_private(path, &text)
 }

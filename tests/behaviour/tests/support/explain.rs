@@ -2,9 +2,6 @@
 
 use std::path::Path;
 
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::ServiceAccount;
-use kube::api::{Api, PostParams};
 use reloader_harness::{ControlPlane, reloader_binary};
 use serde_json::Value;
 
@@ -62,38 +59,4 @@ pub fn listed(json: &Value) -> Vec<String> {
         .iter()
         .map(|r| format!("{}/{}", r["kind"].as_str().unwrap(), r["name"].as_str().unwrap()))
         .collect()
-}
-
-/// A kubeconfig acting as ServiceAccount `namespace/name` (no permissions), its namespace the default.
-pub async fn write_service_account_kubeconfig(
-    plane: &ControlPlane,
-    namespace: &str,
-    name: &str,
-    path: &Path,
-) {
-    let accounts: Api<ServiceAccount> = Api::namespaced(plane.client(), namespace);
-    let mut account = ServiceAccount::default();
-    account.metadata.name = Some(name.to_owned());
-    accounts.create(&PostParams::default(), &account).await.unwrap();
-    let request = TokenRequest {
-        spec: TokenRequestSpec { expiration_seconds: Some(3600), ..Default::default() },
-        ..Default::default()
-    };
-    let token = accounts
-        .create_token_request(name, &PostParams::default(), &request)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .token;
-    let admin: Value =
-        serde_saphyr::from_str(&std::fs::read_to_string(plane.kubeconfig_path()).unwrap()).unwrap();
-    let mut config = admin.clone();
-    for user in config["users"].as_array_mut().unwrap() {
-        user["user"] = serde_json::json!({ "token": token });
-    }
-    for context in config["contexts"].as_array_mut().unwrap() {
-        context["context"]["namespace"] = Value::String(namespace.to_owned());
-    }
-    std::fs::write(path, serde_json::to_string(&config).unwrap()).unwrap();
 }
