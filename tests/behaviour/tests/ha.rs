@@ -208,7 +208,8 @@ async fn without_compare_and_swap_two_candidates_acquire_the_same_lease() {
 /// F43: three replicas, exactly one writes. The leader is killed with SIGKILL and two
 /// ConfigMaps change while its Lease still blocks the others: the new leader applies each
 /// change exactly once, including to a workload that had never reloaded (no marker to compare).
-/// A second take-over without a change writes nothing; the last replica still writes.
+/// A second take-over without a change writes nothing, not even to a workload created after the
+/// change its standby saw; the last replica still writes.
 #[tokio::test]
 async fn killing_the_leader_applies_changes_from_the_gap_exactly_once() {
     let env = TestEnv::new().await;
@@ -282,7 +283,14 @@ async fn killing_the_leader_applies_changes_from_the_gap_exactly_once() {
         "one transition: standby to leader"
     );
 
-    // A take-over with no change writes nothing.
+    // A take-over with no change writes nothing, also to a workload that took up a resource
+    // after its last change: the last standby saw `features` change, but not for `late`.
+    let late = WorkloadSpec::new(Kind::Deployment, "late")
+        .metadata_annotation(ANNOTATION_AUTO, "true")
+        .env_from_configmap("features")
+        .create(client, ns.name())
+        .await
+        .unwrap();
     let killed_at = Instant::now();
     replicas[second].kill();
     wait_for_holder(client, ns.name(), "the last replica to lead", REACTION, |h| h == names[standby])
@@ -298,6 +306,7 @@ async fn killing_the_leader_applies_changes_from_the_gap_exactly_once() {
     tokio::time::sleep(negative_wait(latency)).await;
     assert_eq!(generation(client, &web).await, 3, "a take-over without a change wrote to web");
     assert_eq!(generation(client, &api).await, 2, "a take-over without a change wrote to api");
+    assert_eq!(generation(client, &late).await, 1, "a change from before late existed was replayed to it");
 
     // ...and the last replica does write when something changes.
     let settings_v4 = resources.update_data(&settings, &[("level", "4")]).await.unwrap();
