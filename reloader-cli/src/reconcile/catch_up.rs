@@ -10,18 +10,19 @@
 //! `--reload-on-create` it announces every listed ConfigMap and Secret as created, as Stakater's
 //! start-up does in that mode.
 
+use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use reloader_core::decide::{DecideOptions, ResourceEventKind};
 use reloader_core::index::Index;
-use reloader_core::model::{ReloadStrategy, ResourceKey, ResourceKind};
+use reloader_core::model::{ReloadStrategy, ResourceKey, ResourceKind, WorkloadKey};
 use reloader_core::options::Options;
-use reloader_core::views::{ResourceView, WorkloadView};
+use reloader_core::views::WorkloadView;
 use tokio::sync::watch;
 use tracing::info;
 
-use super::standby::StandbyChanges;
+use super::standby::{SeenChange, StandbyChanges};
 use super::{ResourceNotifier, WorkQueue, notice};
 use crate::executor::Work;
 use crate::observe::http::Health;
@@ -94,7 +95,7 @@ impl CatchUp {
     }
 
     /// One catch-up on a leadership gain: the sweep, or with `--webhook-url` the announcements.
-    fn catch_up(&self, seen_as_standby: Vec<(ResourceView, ResourceEventKind)>) {
+    fn catch_up(&self, seen_as_standby: Vec<SeenChange>) {
         // The sweep's own trace: the writes it queues are its children.
         let span = tracing::info_span!(
             "reloader.catch_up",
@@ -163,7 +164,7 @@ pub(crate) fn sweep(
     index: &Index,
     scope: &ScopeFilter,
     config: &CatchUpConfig,
-    seen_as_standby: Vec<(ResourceView, ResourceEventKind)>,
+    seen_as_standby: Vec<SeenChange>,
     queue: &dyn WorkQueue,
     now: Instant,
 ) -> Swept {
@@ -177,7 +178,7 @@ pub(crate) fn sweep(
         }
     }
     let mut replayed = 0usize;
-    for (seen, event) in seen_as_standby {
+    for SeenChange { view: seen, event, targets } in seen_as_standby {
         // Act on what the resource is now; a deleted one only through its last known view.
         let resource = match event {
             ResourceEventKind::Deleted => Some(seen),
@@ -186,8 +187,12 @@ pub(crate) fn sweep(
         let Some(resource) = resource.filter(|r| !r.ignored && scope.contains(&r.key.namespace)) else {
             continue;
         };
+        let targets: HashSet<WorkloadKey> = targets.into_iter().collect();
         for (workload, plan) in index.plan_changes(&resource, event, decide) {
             let Ok(change) = plan else { continue };
+            if !targets.contains(&workload) {
+                continue;
+            }
             if index.workload(&workload).is_some_and(|w| replayable(w, &resource.key, decide.strategy)) {
                 queue.enqueue(workload, Work::Reload(vec![change]), now);
                 replayed += 1;

@@ -322,8 +322,9 @@ impl Reconciler {
             self.processed(event_type, resource_type, ProcessResult::Ignored, received.elapsed());
             return;
         }
-        self.standby.record_unless_leading(&self.leader, view, event);
         let plans = self.index.read().expect("index lock").plan_changes(view, event, &self.config.decide);
+        let targets = plans.iter().filter(|(_, plan)| plan.is_ok()).map(|(workload, _)| workload.clone());
+        self.standby.record_unless_leading(&self.leader, view, event, targets);
         self.record_scan(view, &plans);
         let mut matched = 0u64;
         for (workload, plan) in &plans {

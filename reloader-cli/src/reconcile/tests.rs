@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 use super::catch_up::{CatchUpConfig, sweep};
 use super::pause::PauseTimers;
-use super::standby::{REPLAY_WINDOW, StandbyChanges};
+use super::standby::{REPLAY_WINDOW, SeenChange, StandbyChanges};
 use super::{ReconcileConfig, Reconciler, WorkQueue};
 use crate::executor::Work;
 use crate::kinds::Loaded;
@@ -445,7 +445,7 @@ fn sweep_with(
     listed_as_created: bool,
     workloads: &[WorkloadView],
     resources: &[ResourceView],
-    seen: Vec<(ResourceView, ResourceEventKind)>,
+    seen: Vec<SeenChange>,
 ) -> (Vec<String>, (usize, usize)) {
     let stage = stage(setup, workloads, resources);
     let config = CatchUpConfig {
@@ -471,7 +471,8 @@ fn catch_up_sweeps() {
         ..Setup::default()
     };
     // (name, setup, listed as created, standby changes, queued, (queued, replayed))
-    type Seen = Vec<(ResourceView, ResourceEventKind)>;
+    type Seen = Vec<SeenChange>;
+    let by_web = |view: ResourceView, event| SeenChange { view, event, targets: vec![web.key.clone()] };
     type Row<'a> = (&'a str, &'a Setup, bool, Seen, &'a [&'a str], (usize, usize));
     let cases: Vec<Row> = vec![
         ("nothing recorded, nothing changed", &setup, false, vec![], &[], (0, 0)),
@@ -481,7 +482,7 @@ fn catch_up_sweeps() {
             "a change seen as a standby is replayed",
             &setup,
             false,
-            vec![(cfg.clone(), ResourceEventKind::Updated)],
+            vec![by_web(cfg.clone(), ResourceEventKind::Updated)],
             &["web"],
             (0, 1),
         ),
@@ -489,7 +490,7 @@ fn catch_up_sweeps() {
             "a change to an ignored resource is not",
             &setup,
             false,
-            vec![(ignored(cfg.clone()), ResourceEventKind::Deleted)],
+            vec![by_web(ignored(cfg.clone()), ResourceEventKind::Deleted)],
             &[],
             (0, 0),
         ),
@@ -497,7 +498,7 @@ fn catch_up_sweeps() {
             "a change out of scope is not",
             &selector,
             false,
-            vec![(cfg.clone(), ResourceEventKind::Updated)],
+            vec![by_web(cfg.clone(), ResourceEventKind::Updated)],
             &[],
             (0, 0),
         ),
@@ -505,7 +506,7 @@ fn catch_up_sweeps() {
             "a change to a resource gone since is not",
             &setup,
             false,
-            vec![(configmap("ns", "gone", H2), ResourceEventKind::Updated)],
+            vec![by_web(configmap("ns", "gone", H2), ResourceEventKind::Updated)],
             &[],
             (0, 0),
         ),
@@ -515,6 +516,31 @@ fn catch_up_sweeps() {
             sweep_with(setup, listed, std::slice::from_ref(&web), std::slice::from_ref(&cfg), seen);
         assert_eq!(names, queued, "{name}");
         assert_eq!(got, counts, "{name}");
+    }
+}
+
+/// A workload created, or given the reference, after the standby saw the change records nothing
+/// for it either, but never needed it: the replay leaves it alone.
+#[test]
+fn a_replay_goes_only_to_the_workloads_the_change_applied_to_then() {
+    let (web, late) = (explicit("ns", "web"), explicit("ns", "late"));
+    let cfg = configmap("ns", "cfg", H1);
+    let cases: [(&[&WorkloadView], &[&str]); 3] =
+        [(&[&web], &["web"]), (&[&web, &late], &["late", "web"]), (&[], &[])];
+    for (targets, queued) in cases {
+        let seen = SeenChange {
+            view: cfg.clone(),
+            event: ResourceEventKind::Updated,
+            targets: targets.iter().map(|w| w.key.clone()).collect(),
+        };
+        let (names, _) = sweep_with(
+            &Setup::default(),
+            false,
+            &[web.clone(), late.clone()],
+            std::slice::from_ref(&cfg),
+            vec![seen],
+        );
+        assert_eq!(names, queued, "targets {:?}", targets.iter().map(|w| &w.key.name).collect::<Vec<_>>());
     }
 }
 
@@ -554,11 +580,16 @@ fn catch_up_converges_long_running_kinds_only() {
     let cfg = configmap("ns", "cfg", H1);
     let changed = configmap("ns", "cfg", H2);
     let setup = Setup::default();
-    type Row<'a> = (&'a str, bool, Vec<(ResourceView, ResourceEventKind)>, (usize, usize));
+    let seen = SeenChange {
+        view: changed,
+        event: ResourceEventKind::Updated,
+        targets: workloads.iter().map(|w| w.key.clone()).collect(),
+    };
+    type Row<'a> = (&'a str, bool, Vec<SeenChange>, (usize, usize));
     let cases: Vec<Row> = vec![
         ("stale markers", false, vec![], (1, 0)),
         ("stale markers, listed as created", true, vec![], (2, 0)),
-        ("a change seen as a standby", false, vec![(changed, ResourceEventKind::Updated)], (1, 1)),
+        ("a change seen as a standby", false, vec![seen], (1, 1)),
     ];
     for (name, listed, seen, counts) in cases {
         let (names, got) = sweep_with(&setup, listed, &workloads, std::slice::from_ref(&cfg), seen);

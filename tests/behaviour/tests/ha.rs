@@ -10,17 +10,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Client;
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube_leader_election::{LeaseLockParams, LeaseLockResult};
 use reloader_cli::leader::{CasLeaseLock, ElectionLock};
 use reloader_harness::{ControlPlane, NotYet, wait_until};
 use reloader_tests::fixtures::{
     ANNOTATION_AUTO, Kind, ResourceRef, Strategy, TestEnv, WorkloadSpec, negative_wait,
 };
+use serde_json::json;
 use tokio::sync::Barrier;
 
 use ha_support::{
@@ -208,7 +210,8 @@ async fn without_compare_and_swap_two_candidates_acquire_the_same_lease() {
 /// F43: three replicas, exactly one writes. The leader is killed with SIGKILL and two
 /// ConfigMaps change while its Lease still blocks the others: the new leader applies each
 /// change exactly once, including to a workload that had never reloaded (no marker to compare).
-/// A second take-over without a change writes nothing; the last replica still writes.
+/// A second take-over without a change writes nothing, not even to a workload that took up a
+/// changed resource after the change its standby saw; the last replica still writes.
 #[tokio::test]
 async fn killing_the_leader_applies_changes_from_the_gap_exactly_once() {
     let env = TestEnv::new().await;
@@ -225,6 +228,12 @@ async fn killing_the_leader_applies_changes_from_the_gap_exactly_once() {
         .unwrap();
     let api = WorkloadSpec::new(Kind::Deployment, "api")
         .metadata_annotation(ANNOTATION_AUTO, "true")
+        .env_from_configmap("features")
+        .create(client, ns.name())
+        .await
+        .unwrap();
+    // Reads `features` without reloading for it, until it is annotated after the gap.
+    let late = WorkloadSpec::new(Kind::Deployment, "late")
         .env_from_configmap("features")
         .create(client, ns.name())
         .await
@@ -282,7 +291,12 @@ async fn killing_the_leader_applies_changes_from_the_gap_exactly_once() {
         "one transition: standby to leader"
     );
 
-    // A take-over with no change writes nothing.
+    // A take-over with no change writes nothing, also to a workload that took up a resource
+    // after its last change: `late` reads `features` but reloads for it only from now on, so
+    // the change the last standby saw was never its to apply.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
+    let auto = json!({ "metadata": { "annotations": { ANNOTATION_AUTO: "true" } } });
+    deployments.patch("late", &PatchParams::default(), &Patch::Merge(&auto)).await.unwrap();
     let killed_at = Instant::now();
     replicas[second].kill();
     wait_for_holder(client, ns.name(), "the last replica to lead", REACTION, |h| h == names[standby])
@@ -298,6 +312,7 @@ async fn killing_the_leader_applies_changes_from_the_gap_exactly_once() {
     tokio::time::sleep(negative_wait(latency)).await;
     assert_eq!(generation(client, &web).await, 3, "a take-over without a change wrote to web");
     assert_eq!(generation(client, &api).await, 2, "a take-over without a change wrote to api");
+    assert_eq!(generation(client, &late).await, 2, "created, annotated: a change from before was replayed");
 
     // ...and the last replica does write when something changes.
     let settings_v4 = resources.update_data(&settings, &[("level", "4")]).await.unwrap();

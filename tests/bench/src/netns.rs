@@ -19,7 +19,7 @@
 use std::fs::File;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener as StdListener, TcpStream as StdStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -111,23 +111,35 @@ impl IsolatedNetwork {
         (PathBuf::from(NSENTER), args)
     }
 
+    /// `ip link set lo up` without iproute2 (not in a minimal base system): SIOCSIFFLAGS on a
+    /// socket made inside the namespace, which acts on the namespace's own `lo`.
     async fn bring_loopback_up(&self) -> Result<(), BenchError> {
-        let (program, mut args) = self.enter(Path::new("ip"));
-        args.extend(["link", "set", "lo", "up"].map(String::from));
-        let output = tokio::process::Command::new(&program)
-            .args(&args)
-            .output()
-            .await
-            .map_err(io_error("running `ip link set lo up` in the namespace"))?;
-        if output.status.success() {
+        in_namespace(self.namespace.clone(), || {
+            // SAFETY: a plain socket(2) whose descriptor is owned at once, and two ioctl(2) calls
+            // on it with a zeroed `ifreq` naming `lo` (NUL-terminated within IFNAMSIZ).
+            #[allow(unsafe_code)]
+            unsafe {
+                let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+                if fd < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                let socket = OwnedFd::from_raw_fd(fd);
+                let mut request: libc::ifreq = std::mem::zeroed();
+                for (to, from) in request.ifr_name.iter_mut().zip(b"lo\0") {
+                    *to = *from as libc::c_char;
+                }
+                if libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS, &mut request) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                request.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+                if libc::ioctl(socket.as_raw_fd(), libc::SIOCSIFFLAGS, &request) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
             Ok(())
-        } else {
-            Err(BenchError::measure(format!(
-                "`ip link set lo up` in the namespace failed ({}): {}",
-                output.status,
-                String::from_utf8_lossy(&output.stderr).trim()
-            )))
-        }
+        })
+        .await
+        .map_err(io_error("bringing the namespace's loopback up"))
     }
 }
 
