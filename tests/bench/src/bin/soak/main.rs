@@ -30,9 +30,9 @@ use serde_json::json;
 
 use churn::{Churn, Sizes};
 use faults::{FaultKind, TraceCheck};
-use replicas::Pool;
+use replicas::{LEADER, Pool};
 use rng::Rng;
-use trend::{Flatness, trend};
+use trend::{Flatness, RoleTrend, trend};
 
 const NAMESPACE: &str = "soak";
 /// The replica not stopped during the first half of the soak (and at least its first
@@ -309,15 +309,23 @@ async fn main() -> anyhow::Result<ExitCode> {
         rule.warmup_seconds,
         rule.judge_after_seconds / 60.0
     );
+    let role = |r: &RoleTrend| {
+        format!(
+            "{:>5.1} min, median {:>4.0}, slope {:>+7.2}/h",
+            r.minutes,
+            r.spread.map_or(f64::NAN, |s| s.median),
+            r.slope_per_hour.unwrap_or(f64::NAN)
+        )
+    };
     for t in &trends {
         println!(
-            "  {:<10} {:>5.1} min  RSS median {:>5.1} MiB, slope {:>+7.2} MiB/h   fds median {:>4.0}, slope {:>+7.2}/h   {}",
+            "  {:<10} {:>5.1} min  RSS median {:>5.1} MiB, slope {:>+7.2} MiB/h   fds leading {}; standby {}   {}",
             t.identity,
             t.minutes_judged,
             t.rss_mib.map_or(f64::NAN, |s| s.median),
             t.rss_slope_mib_per_hour.unwrap_or(f64::NAN),
-            t.fds.map_or(f64::NAN, |s| s.median),
-            t.fds_slope_per_hour.unwrap_or(f64::NAN),
+            role(&t.fds_leading),
+            role(&t.fds_standby),
             match t.flat {
                 Some(true) => "flat",
                 Some(false) => "NOT FLAT",
@@ -337,7 +345,7 @@ async fn leaders(pool: &Pool<'_>, _client: &kube::Client) -> Vec<String> {
     let mut leaders = Vec::new();
     for (slot, identity) in pool.running() {
         let Some(reloader) = pool.reloader(slot) else { continue };
-        if reloader.metric("reloader_leader").await.ok().flatten() == Some(1.0) {
+        if reloader.metric(LEADER).await.ok().flatten() == Some(1.0) {
             leaders.push(identity);
         }
     }
