@@ -29,7 +29,7 @@ use reloader_harness::{ControlPlane, PlaneOptions, reloader_binary};
 use serde_json::json;
 
 use churn::{Churn, Sizes};
-use faults::{FaultKind, TraceCheck};
+use faults::{Rounds, TraceCheck};
 use replicas::{LEADER, Pool};
 use rng::Rng;
 use trend::{Flatness, RoleTrend, trend};
@@ -124,7 +124,7 @@ async fn main() -> anyhow::Result<ExitCode> {
 
     let mut checks: Vec<TraceCheck> = Vec::new();
     let mut skipped_faults: Vec<&'static str> = Vec::new();
-    let mut cycle: Vec<FaultKind> = Vec::new();
+    let mut rounds = Rounds::default();
     let mut next_fault = started + jittered(args.fault_every, &mut rng);
     let protection = PROTECTED_AT_LEAST.max(args.duration / 2);
     let (mut next_poll, mut next_sample) = (started, started);
@@ -148,24 +148,17 @@ async fn main() -> anyhow::Result<ExitCode> {
         }
         pool.restart_due().await;
         if now >= next_fault {
-            // Every kind once per round, in a random order.
-            if cycle.is_empty() {
-                cycle = FaultKind::ALL.to_vec();
-                for i in (1..cycle.len()).rev() {
-                    cycle.swap(i, rng.below(i + 1));
-                }
-            }
-            let kind = cycle.pop().expect("refilled");
+            let kind = rounds.next(&mut rng);
             let protected = (started.elapsed() < protection).then_some(PROTECTED_SLOT);
             match faults::inject(kind, &plane, &mut pool, &client, &mut rng, protected, started).await? {
                 Some(check) => {
                     eprintln!("soak: {:>6.0} s  fault {} ({})", check.at, kind.as_label(), check.detail);
                     checks.push(check);
                 }
-                // Nothing fits now (the protected replica leads): tried again at the round's end.
+                // Nothing fits now (the protected replica leads).
                 None => {
                     skipped_faults.push(kind.as_label());
-                    cycle.insert(0, kind);
+                    rounds.defer(kind, &mut rng);
                 }
             }
             next_fault = Instant::now() + jittered(args.fault_every, &mut rng);
