@@ -50,6 +50,40 @@ impl FaultKind {
     }
 }
 
+/// The order of the faults: every kind once per round, in a random order. A kind that fits
+/// nothing when due (a leader fault while the protected replica leads) is tried again at the end
+/// of its round; when it is the last of its round, the next round starts around it, so the other
+/// kinds go on rather than waiting for it.
+#[derive(Debug, Default)]
+pub struct Rounds {
+    /// Popped from the end.
+    due: Vec<FaultKind>,
+}
+
+impl Rounds {
+    pub fn next(&mut self, rng: &mut Rng) -> FaultKind {
+        if self.due.is_empty() {
+            self.due = shuffled(FaultKind::ALL.to_vec(), rng);
+        }
+        self.due.pop().expect("a round has every kind")
+    }
+
+    /// `kind` could not be injected now.
+    pub fn defer(&mut self, kind: FaultKind, rng: &mut Rng) {
+        if self.due.is_empty() {
+            self.due = shuffled(FaultKind::ALL.into_iter().filter(|k| *k != kind).collect(), rng);
+        }
+        self.due.insert(0, kind);
+    }
+}
+
+fn shuffled(mut kinds: Vec<FaultKind>, rng: &mut Rng) -> Vec<FaultKind> {
+    for i in (1..kinds.len()).rev() {
+        kinds.swap(i, rng.below(i + 1));
+    }
+    kinds
+}
+
 /// One thing the fault must leave.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "expect", rename_all = "kebab-case")]
@@ -279,5 +313,51 @@ pub async fn inject(
                 Duration::from_secs(60),
             )))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_once_per_round() {
+        let (mut rounds, mut rng) = (Rounds::default(), Rng::new(7));
+        for _ in 0..4 {
+            let mut round: Vec<FaultKind> =
+                (0..FaultKind::ALL.len()).map(|_| rounds.next(&mut rng)).collect();
+            round.sort_by_key(|k| k.as_label());
+            let mut all = FaultKind::ALL.to_vec();
+            all.sort_by_key(|k| k.as_label());
+            assert_eq!(round, all);
+        }
+    }
+
+    #[test]
+    fn a_fault_that_never_fits_holds_up_no_other() {
+        let (mut rounds, mut rng) = (Rounds::default(), Rng::new(11));
+        let mut injected = Vec::new();
+        for _ in 0..40 {
+            let kind = rounds.next(&mut rng);
+            if kind == FaultKind::LeaderSigkill {
+                rounds.defer(kind, &mut rng);
+            } else {
+                injected.push(kind);
+            }
+        }
+        for kind in FaultKind::ALL.into_iter().filter(|k| *k != FaultKind::LeaderSigkill) {
+            let count = injected.iter().filter(|k| **k == kind).count();
+            assert!(count >= 6, "{kind:?} injected {count} times in 40 turns: {injected:?}");
+        }
+    }
+
+    #[test]
+    fn a_deferred_fault_comes_at_the_end_of_its_round() {
+        let (mut rounds, mut rng) = (Rounds::default(), Rng::new(3));
+        let first = rounds.next(&mut rng);
+        rounds.defer(first, &mut rng);
+        let rest: Vec<FaultKind> = (0..FaultKind::ALL.len()).map(|_| rounds.next(&mut rng)).collect();
+        assert_eq!(rest.last(), Some(&first), "{rest:?}");
+        assert_eq!(rest.iter().filter(|k| **k == first).count(), 1, "{rest:?}");
     }
 }

@@ -29,10 +29,10 @@ use reloader_harness::{ControlPlane, PlaneOptions, reloader_binary};
 use serde_json::json;
 
 use churn::{Churn, Sizes};
-use faults::{FaultKind, TraceCheck};
-use replicas::Pool;
+use faults::{Rounds, TraceCheck};
+use replicas::{LEADER, Pool};
 use rng::Rng;
-use trend::{Flatness, trend};
+use trend::{Flatness, RoleTrend, trend};
 
 const NAMESPACE: &str = "soak";
 /// The replica not stopped during the first half of the soak (and at least its first
@@ -124,7 +124,7 @@ async fn main() -> anyhow::Result<ExitCode> {
 
     let mut checks: Vec<TraceCheck> = Vec::new();
     let mut skipped_faults: Vec<&'static str> = Vec::new();
-    let mut cycle: Vec<FaultKind> = Vec::new();
+    let mut rounds = Rounds::default();
     let mut next_fault = started + jittered(args.fault_every, &mut rng);
     let protection = PROTECTED_AT_LEAST.max(args.duration / 2);
     let (mut next_poll, mut next_sample) = (started, started);
@@ -148,24 +148,17 @@ async fn main() -> anyhow::Result<ExitCode> {
         }
         pool.restart_due().await;
         if now >= next_fault {
-            // Every kind once per round, in a random order.
-            if cycle.is_empty() {
-                cycle = FaultKind::ALL.to_vec();
-                for i in (1..cycle.len()).rev() {
-                    cycle.swap(i, rng.below(i + 1));
-                }
-            }
-            let kind = cycle.pop().expect("refilled");
+            let kind = rounds.next(&mut rng);
             let protected = (started.elapsed() < protection).then_some(PROTECTED_SLOT);
             match faults::inject(kind, &plane, &mut pool, &client, &mut rng, protected, started).await? {
                 Some(check) => {
                     eprintln!("soak: {:>6.0} s  fault {} ({})", check.at, kind.as_label(), check.detail);
                     checks.push(check);
                 }
-                // Nothing fits now (the protected replica leads): tried again at the round's end.
+                // Nothing fits now (the protected replica leads).
                 None => {
                     skipped_faults.push(kind.as_label());
-                    cycle.insert(0, kind);
+                    rounds.defer(kind, &mut rng);
                 }
             }
             next_fault = Instant::now() + jittered(args.fault_every, &mut rng);
@@ -309,15 +302,23 @@ async fn main() -> anyhow::Result<ExitCode> {
         rule.warmup_seconds,
         rule.judge_after_seconds / 60.0
     );
+    let role = |r: &RoleTrend| {
+        format!(
+            "{:>5.1} min, median {:>4.0}, slope {:>+7.2}/h",
+            r.minutes,
+            r.spread.map_or(f64::NAN, |s| s.median),
+            r.slope_per_hour.unwrap_or(f64::NAN)
+        )
+    };
     for t in &trends {
         println!(
-            "  {:<10} {:>5.1} min  RSS median {:>5.1} MiB, slope {:>+7.2} MiB/h   fds median {:>4.0}, slope {:>+7.2}/h   {}",
+            "  {:<10} {:>5.1} min  RSS median {:>5.1} MiB, slope {:>+7.2} MiB/h   fds leading {}; standby {}   {}",
             t.identity,
             t.minutes_judged,
             t.rss_mib.map_or(f64::NAN, |s| s.median),
             t.rss_slope_mib_per_hour.unwrap_or(f64::NAN),
-            t.fds.map_or(f64::NAN, |s| s.median),
-            t.fds_slope_per_hour.unwrap_or(f64::NAN),
+            role(&t.fds_leading),
+            role(&t.fds_standby),
             match t.flat {
                 Some(true) => "flat",
                 Some(false) => "NOT FLAT",
@@ -337,7 +338,7 @@ async fn leaders(pool: &Pool<'_>, _client: &kube::Client) -> Vec<String> {
     let mut leaders = Vec::new();
     for (slot, identity) in pool.running() {
         let Some(reloader) = pool.reloader(slot) else { continue };
-        if reloader.metric("reloader_leader").await.ok().flatten() == Some(1.0) {
+        if reloader.metric(LEADER).await.ok().flatten() == Some(1.0) {
             leaders.push(identity);
         }
     }

@@ -17,6 +17,8 @@ pub const LEASE: &str = "stakater-reloader-lock";
 /// SIGTERM's grace before SIGKILL (the chart's terminationGracePeriodSeconds is longer).
 const TERM_GRACE: Duration = Duration::from_secs(20);
 pub const RELOADS_EXECUTED: &str = "reloader_reload_executed_total{success=\"true\"}";
+/// 1 on the replica that holds the lease.
+pub const LEADER: &str = "reloader_leader";
 
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Sample {
@@ -24,6 +26,8 @@ pub struct Sample {
     pub at: f64,
     pub rss_bytes: u64,
     pub open_fds: u64,
+    /// Its `reloader_leader` then (`None`: the metric could not be read).
+    pub leading: Option<bool>,
 }
 
 /// How a lifetime ended.
@@ -182,7 +186,8 @@ impl<'p> Pool<'p> {
         }
     }
 
-    /// Samples RSS and open descriptors of every running replica, and its reload counter.
+    /// Samples RSS, open descriptors and the role of every running replica, and its reload
+    /// counter.
     pub async fn sample(&mut self) {
         let now = self.now();
         for slot in &self.slots {
@@ -190,8 +195,9 @@ impl<'p> Pool<'p> {
             let pid = running.reloader.pid();
             let (Some(memory), Some(open_fds)) = (procfs::memory(pid), open_fds(pid)) else { continue };
             let reloads = running.reloader.metric(RELOADS_EXECUTED).await.ok().flatten();
+            let leading = running.reloader.metric(LEADER).await.ok().flatten().map(|value| value == 1.0);
             let lifetime = &mut self.lifetimes[running.lifetime];
-            lifetime.samples.push(Sample { at: now, rss_bytes: memory.rss_bytes, open_fds });
+            lifetime.samples.push(Sample { at: now, rss_bytes: memory.rss_bytes, open_fds, leading });
             if let Some(reloads) = reloads {
                 lifetime.reloads_executed = reloads;
             }
