@@ -161,12 +161,11 @@ impl Writer {
 
     pub(crate) async fn reload(&self, key: &WorkloadKey, changes: &[MarkerChange], first_event: Instant) {
         let started = Instant::now();
-        let read = Mutex::new(EventTarget::named(key.clone()));
-        let first = AtomicBool::new(true);
+        let attempts = Attempts::new(key);
         let build = |w: &dyn Workload| w.reload_write(changes, &self.write_context());
-        let result = self.with_retries(key, || self.attempt(key, &read, &first, &build)).await;
+        let result = self.with_retries(key, || self.attempt(key, &attempts, &build)).await;
         record_outcome(&result);
-        let target = read.into_inner().unwrap_or_else(|e| e.into_inner());
+        let target = attempts.into_target();
         let kind = key.kind;
         match result {
             Ok(Outcome::Written) => {
@@ -207,10 +206,9 @@ impl Writer {
     }
 
     pub(crate) async fn resume(&self, key: &WorkloadKey) {
-        let read = Mutex::new(EventTarget::named(key.clone()));
-        let first = AtomicBool::new(true);
+        let attempts = Attempts::new(key);
         let build = |w: &dyn Workload| Ok(w.resume_write(&self.write_context()));
-        let result = self.with_retries(key, || self.attempt(key, &read, &first, &build)).await;
+        let result = self.with_retries(key, || self.attempt(key, &attempts, &build)).await;
         record_outcome(&result);
         match result {
             Ok(Outcome::Written) => info!(workload = %key, "pause period over; resumed"),
@@ -218,7 +216,7 @@ impl Writer {
             Err(failure) => {
                 self.metrics.error(failure.error_type());
                 error!(workload = %key, error = %failure, "could not resume after the pause period");
-                let target = read.into_inner().unwrap_or_else(|e| e.into_inner());
+                let target = attempts.into_target();
                 self.events.record(WorkloadEvent::resume_failed(target, &failure.event_text()));
             }
         }
@@ -230,11 +228,15 @@ impl Writer {
         Fut: std::future::Future<Output = Result<Outcome, WriteFailure>>,
     {
         let (mut conflicts, mut transient) = (0, 0);
+        // Recorded once, at the end: a span field recorded again is logged twice.
+        let finish = |result, retries: u32| {
+            tracing::Span::current().record("reloader.write.retries", retries);
+            result
+        };
         loop {
-            tracing::Span::current().record("reloader.write.retries", conflicts + transient);
             // Each attempt, not just the first: a replica demoted during retries must stop writing.
             if !*self.leader.borrow() {
-                return Ok(Outcome::NotLeader);
+                return finish(Ok(Outcome::NotLeader), conflicts + transient);
             }
             let started = tokio::time::Instant::now();
             let outcome = attempt().await;
@@ -266,7 +268,7 @@ impl Writer {
                     }
                     tokio::time::sleep(pause).await;
                 }
-                other => return other,
+                other => return finish(other, conflicts + transient),
             }
         }
     }
@@ -277,25 +279,24 @@ impl Writer {
     async fn attempt(
         &self,
         key: &WorkloadKey,
-        read: &Mutex<EventTarget>,
-        first: &AtomicBool,
+        attempts: &Attempts,
         build: &BuildWrite<'_>,
     ) -> Result<Outcome, WriteFailure> {
-        if first.swap(false, Ordering::Relaxed)
+        if attempts.first.swap(false, Ordering::Relaxed)
             && let Some(loaded) = self.stood_for_by_view(key)
             // A backend error from a view may only mean the view is behind: the read decides.
             && let Ok(write) = loaded.with(build)
         {
-            remember_read(read, &loaded);
+            attempts.remember_read(&loaded);
             return match write {
-                Some(write) => self.send(key, write, Source::View).await,
+                Some(write) => self.send(key, write, Source::View, attempts).await,
                 None => Ok(Outcome::AlreadyCurrent),
             };
         }
         let Some(loaded) = self.api.load(key).await? else { return Ok(Outcome::Gone) };
-        remember_read(read, &loaded);
+        attempts.remember_read(&loaded);
         match loaded.with(build)? {
-            Some(write) => self.send(key, write, Source::Read).await,
+            Some(write) => self.send(key, write, Source::Read, attempts).await,
             None => Ok(Outcome::AlreadyCurrent),
         }
     }
@@ -311,8 +312,11 @@ impl Writer {
         key: &WorkloadKey,
         write: WorkloadWrite,
         source: Source,
+        attempts: &Attempts,
     ) -> Result<Outcome, WriteFailure> {
-        record_verb(&write);
+        if !attempts.verb_recorded.swap(true, Ordering::Relaxed) {
+            record_verb(&write);
+        }
         if self.dry_run {
             info!(workload = %key, write = %describe(&write), "dry run: would write");
             return Ok(Outcome::DryRun);
@@ -451,13 +455,38 @@ fn describe(write: &WorkloadWrite) -> String {
     }
 }
 
-/// Keeps the identity of the object just read: the Event about this write references it.
-fn remember_read(read: &Mutex<EventTarget>, loaded: &Loaded) {
-    let (uid, resource_version) =
-        loaded.with(|w| (w.metadata().uid.clone(), w.metadata().resource_version.clone()));
-    let mut target = read.lock().unwrap_or_else(|e| e.into_inner());
-    target.uid = uid;
-    target.resource_version = resource_version;
+/// What the attempts of one write share.
+struct Attempts {
+    /// The object as last read: the Event about this write references it.
+    read: Mutex<EventTarget>,
+    /// No attempt made yet: the first may build its write from the index's view.
+    first: AtomicBool,
+    /// The write's verb is on its span (recorded once: a span field recorded again is logged
+    /// twice).
+    verb_recorded: AtomicBool,
+}
+
+impl Attempts {
+    fn new(key: &WorkloadKey) -> Self {
+        Self {
+            read: Mutex::new(EventTarget::named(key.clone())),
+            first: AtomicBool::new(true),
+            verb_recorded: AtomicBool::new(false),
+        }
+    }
+
+    /// Keeps the identity of the object just read.
+    fn remember_read(&self, loaded: &Loaded) {
+        let (uid, resource_version) =
+            loaded.with(|w| (w.metadata().uid.clone(), w.metadata().resource_version.clone()));
+        let mut target = self.read.lock().unwrap_or_else(|e| e.into_inner());
+        target.uid = uid;
+        target.resource_version = resource_version;
+    }
+
+    fn into_target(self) -> EventTarget {
+        self.read.into_inner().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 #[cfg(test)]

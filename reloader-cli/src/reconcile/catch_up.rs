@@ -77,7 +77,7 @@ impl CatchUp {
             heap_allocated_bytes = crate::observe::memory::heap_allocated(),
             "caches synced; ready"
         );
-        crate::observe::memory::release_free_memory();
+        crate::observe::memory::release_after_sync();
         self.health.set_ready(true);
 
         loop {

@@ -11,7 +11,7 @@ use std::sync::{Arc, RwLock};
 use futures::FutureExt as _;
 use kube::api::{Api, DynamicObject};
 use kube::core::ApiResource;
-use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::runtime::WatchStreamExt as _;
 use kube::{Client, ResourceExt as _};
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::model::{ResourceKey, ResourceKind};
@@ -19,6 +19,7 @@ use reloader_core::views::ResourceView;
 use tokio::sync::watch;
 
 use super::glue::{IndexTarget, Phase, index_watch};
+use super::initial_list::watcher_stream;
 use super::{Watch, watch_config, watch_name};
 use crate::kinds::{spc_pod_status_resource, spc_resource};
 use crate::observe::metrics::{EventType, Metrics};
@@ -112,7 +113,7 @@ where
     let (tx, synced) = watch::channel(false);
     let name = watch_name(what, namespace);
     let (task_name, metrics) = (name.clone(), metrics.clone());
-    let stream = watcher(api, watch_config(None, None)).default_backoff();
+    let stream = watcher_stream(name.clone(), api, watch_config(None, None)).default_backoff();
     let task = async move {
         if let Some(mut after) = after {
             // The class watch never ends; if it did, the supervisor stops the process anyway.

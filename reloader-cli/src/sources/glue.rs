@@ -1,7 +1,12 @@
-//! The watch → index glue, written once. A kube watcher stream (lists in pages, then watches;
-//! re-lists after a 410 or a restart) becomes apply/delete/reset calls on an [`IndexTarget`]:
-//! after every (re)list the target hears which keys the list returned, so whatever vanished
-//! while the watch was down is removed. The first completed list flips the readiness signal.
+//! The watch → index glue, written once. A kube watcher stream (an initial list, streamed or in
+//! pages ([`super::initial_list`]), then watches; re-lists after a 410 or a restart) becomes
+//! apply/delete/reset calls on an [`IndexTarget`]: after every (re)list the target hears which
+//! keys the list returned, so whatever vanished while the watch was down is removed. The first
+//! completed list flips the readiness signal.
+//!
+//! A streamed list has no start event, so keys seen by a streamed list that broke off are kept
+//! with the next one's: an object deleted in between stays until a later re-list. That errs on
+//! the side of keeping: nothing is ever taken for deleted that was not.
 
 use std::collections::HashSet;
 use std::hash::Hash;

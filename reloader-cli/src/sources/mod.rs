@@ -5,6 +5,7 @@
 
 mod csi;
 pub(crate) mod glue;
+mod initial_list;
 mod namespaces;
 mod resources;
 #[cfg(test)]
@@ -109,7 +110,8 @@ where
     }
 }
 
-/// Lists in pages of 500, with the server-side selectors.
+/// The server-side selectors; lists in pages of 500 where lists are not streamed
+/// ([`initial_list`]).
 fn watch_config(label_selector: Option<&str>, field_selector: Option<&str>) -> watcher::Config {
     let mut cfg = watcher::Config::default().page_size(500);
     if let Some(l) = label_selector {

@@ -15,6 +15,7 @@ use tracing::info;
 
 use super::Watch;
 use super::glue::{IndexTarget, Phase, index_watch};
+use super::initial_list::watcher_stream;
 use crate::observe::metrics::{EventType, Metrics, ResourceType};
 use crate::scope::ScopeFilter;
 
@@ -25,11 +26,13 @@ pub(super) fn watch(
     metrics: Arc<Metrics>,
 ) -> Watch {
     let api: Api<PartialObjectMeta<Namespace>> = Api::all(client.clone());
-    let stream = watcher(api, watcher::Config::default()).default_backoff();
+    let name = "namespace watch".to_owned();
+    let stream = watcher_stream(name.clone(), api, watcher::Config::default()).default_backoff();
     let (tx, synced) = watch::channel(false);
     let target = NamespaceTarget { selector, scope, metrics: metrics.clone() };
-    let task = async move { index_watch("namespace watch", stream, target, tx, &metrics).await }.boxed();
-    Watch { name: "namespace watch".into(), task, synced }
+    let task_name = name.clone();
+    let task = async move { index_watch(&task_name, stream, target, tx, &metrics).await }.boxed();
+    Watch { name, task, synced }
 }
 
 struct NamespaceTarget {

@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use super::glue::{IndexTarget, Phase, index_watch};
+use super::initial_list::watcher_stream;
 use super::{SourcesConfig, Watch, api_for, watch_config, watch_name};
 use crate::observe::metrics::Metrics;
 use crate::reconcile::Reconciler;
@@ -78,7 +79,7 @@ where
     let (tx, synced) = watch::channel(false);
     let name = watch_name(target.kind.plural(), target.namespace.as_deref());
     let metrics = metrics.clone();
-    let stream = watcher(api, cfg).default_backoff();
+    let stream = watcher_stream(name.clone(), api, cfg).default_backoff();
     let task_name = name.clone();
     let task = async move { index_watch(&task_name, stream, target, tx, &metrics).await }.boxed();
     Watch { name, task, synced }

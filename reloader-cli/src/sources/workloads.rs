@@ -9,7 +9,7 @@ use futures::FutureExt as _;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::api::Api;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::WatchStreamExt;
 use kube::{Client, Resource};
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::model::{WorkloadKey, WorkloadKind};
@@ -19,6 +19,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use super::glue::{IndexTarget, Phase, index_watch};
+use super::initial_list::watcher_stream;
 use super::{Watch, api_for, watch_config, watch_name};
 use crate::kinds::ToLoaded;
 use crate::observe::metrics::Metrics;
@@ -62,7 +63,7 @@ where
     let name = watch_name(target.kind.as_str(), target.namespace.as_deref());
     let metrics = metrics.clone();
     // Workloads keep no label selector: any of them may carry the annotations.
-    let stream = watcher(api, watch_config(None, None)).default_backoff();
+    let stream = watcher_stream(name.clone(), api, watch_config(None, None)).default_backoff();
     let task_name = name.clone();
     let task = async move { index_watch(&task_name, stream, target, tx, &metrics).await }.boxed();
     Watch { name, task, synced }

@@ -181,6 +181,9 @@ async fn a_concurrent_writer_does_not_stop_the_reload_or_delay_other_workloads()
     for workload in [&contested, &busy] {
         workload.wait_for_marker(client, &settings, Strategy::EnvVars, &settings_v2, REACTION).await.unwrap();
     }
+    // One ReplicaSet per pod template only if kube-controller-manager sees each template before
+    // the next: it makes one for the latest template it finds, so each change waits for its own.
+    wait_for_replica_sets(client, &busy, 2).await;
 
     let stop = Arc::new(AtomicBool::new(false));
     let counts = Arc::new(WriterCounts::default());
@@ -221,6 +224,7 @@ async fn a_concurrent_writer_does_not_stop_the_reload_or_delay_other_workloads()
         }
         slowest_web = slowest_web.max(web_latency);
         slowest_contested = slowest_contested.max(changed_at.elapsed());
+        wait_for_replica_sets(client, &busy, 2 + changes).await;
     }
     stop.store(true, Ordering::Relaxed);
     for writer in writers {

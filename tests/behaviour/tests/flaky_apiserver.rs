@@ -63,6 +63,38 @@ fn injected_with_next_visit<'a>(
         .collect()
 }
 
+/// The workload PATCHes that failed in a way the writer retries, by the line it logs: the
+/// proxy's injected answers, and the rarer real ones (kube-apiserver unreachable through the
+/// proxy, or a 409/429/5xx it answered itself).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct FailedWrites {
+    throttled: usize,
+    conflicts: usize,
+    transient: usize,
+}
+
+impl FailedWrites {
+    fn of(exchanges: &[Exchange], workloads: &[WorkloadId]) -> Self {
+        let paths: Vec<String> = workloads.iter().map(workload_path).collect();
+        let mut failed = Self::default();
+        for e in exchanges.iter().filter(|e| e.method == "PATCH" && paths.contains(&e.path)) {
+            match e.outcome {
+                Outcome::Injected { code: 429, .. } | Outcome::Forwarded(429) => failed.throttled += 1,
+                Outcome::Forwarded(409) => failed.conflicts += 1,
+                Outcome::Injected { .. } | Outcome::Unreachable => failed.transient += 1,
+                Outcome::Forwarded(code) if code >= 500 => failed.transient += 1,
+                Outcome::Forwarded(_) => {}
+            }
+        }
+        failed
+    }
+
+    /// Each is one retry in `reloader_retries_total`.
+    fn retries(&self) -> f64 {
+        (self.throttled + self.conflicts + self.transient) as f64
+    }
+}
+
 /// Each retry came back no sooner than the server asked, or than the first backoff.
 fn assert_retries_waited(injected: &[(&Exchange, u16, Option<u64>, Option<Instant>)]) {
     for (exchange, code, retry_after, next) in injected {
@@ -147,13 +179,17 @@ async fn slow_and_flaky_api_server_every_reload_lands_once_retries_honour_retry_
     assert_eq!(patches_landed, WORKLOADS * rounds, "workload PATCHes the API server accepted");
     assert_retries_waited(&injected);
     // The trace an operator follows: metrics and log lines, one per retry.
-    let failures = injected.len() as f64;
+    let failed = FailedWrites::of(&exchanges, &workloads);
     assert_eq!(reloads_executed(&reloader).await, (WORKLOADS * rounds) as f64);
     assert_eq!(metric(&reloader, r#"reloader_reload_executed_total{success="false"}"#).await, 0.0);
-    assert_eq!(metric(&reloader, "reloader_retries_total").await, failures, "one retry per injected failure");
+    assert_eq!(
+        metric(&reloader, "reloader_retries_total").await,
+        failed.retries(),
+        "one retry per failed write"
+    );
     let code_sample =
         |code: u16| format!(r#"rest_client_requests_total{{code="{code}",method="PATCH",host="{host}"}}"#);
-    assert_eq!(metric(&reloader, &code_sample(429)).await, throttled as f64);
+    assert_eq!(metric(&reloader, &code_sample(429)).await, failed.throttled as f64);
     let server_error_samples =
         metric(&reloader, &code_sample(500)).await + metric(&reloader, &code_sample(503)).await;
     assert!(
@@ -164,7 +200,20 @@ async fn slow_and_flaky_api_server_every_reload_lands_once_retries_honour_retry_
     let throttled_lines =
         log.lines().filter(|l| l.contains("throttled by the API server (429); retrying")).count();
     let transient_lines = log.lines().filter(|l| l.contains("transient error; retrying")).count();
-    assert_eq!((throttled_lines, transient_lines), (throttled, server_errors), "{log}");
+    let conflict_lines = log.lines().filter(|l| l.contains("conflict; re-reading and retrying")).count();
+    let logged =
+        FailedWrites { throttled: throttled_lines, conflicts: conflict_lines, transient: transient_lines };
+    assert_eq!(logged, failed, "{log}");
+    // A write's span carries its verb and retry count once, however many attempts it took.
+    let fields = ["reloader.write.verb=", "reloader.write.retries="];
+    let repeated = log.lines().find(|l| fields.iter().any(|field| l.matches(field).count() > 1));
+    assert!(repeated.is_none(), "a span field logged twice: {repeated:?}");
+    let retries = |line: &str| -> Option<u32> {
+        let value = line.split("reloader.write.retries=").nth(1)?;
+        value.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+    };
+    let written = log.lines().filter(|l| l.contains("reloader.write.outcome=\"written\""));
+    assert!(written.filter_map(retries).any(|n| n > 0), "no write logged with its retries: {log}");
     assert!(!log.contains("reload failed"), "{log}");
     eprintln!(
         "flaky API server: {rounds} rounds of {WORKLOADS} changes, {throttled} 429s and {server_errors} 5xx \
@@ -238,7 +287,11 @@ async fn slow_and_flaky_api_server_every_reload_lands_once_retries_honour_retry_
     let exchanges = proxy.exchanges();
     let injected = injected_with_next_visit(&exchanges, &workloads);
     assert_retries_waited(&injected);
-    assert_eq!(metric(&reloader, "reloader_retries_total").await, injected.len() as f64);
+    assert_eq!(
+        metric(&reloader, "reloader_retries_total").await,
+        FailedWrites::of(&exchanges, &workloads).retries(),
+        "one retry per failed write"
+    );
     eprintln!(
         "burst of {BURST} changes ({} failures injected into workload writes so far): {written} writes, converged {converged:?} after the last change; queue depth \
          at most {max_depth} ({samples} samples); RSS {} MiB before, peak +{} KiB",

@@ -239,12 +239,14 @@ async fn stakater_series_process_and_rest_client_after_a_reload() {
     assert_eq!(scrape.values("rest_client_requests_total", "host"), BTreeSet::from([host.clone()]));
     let requests =
         |code, method| scrape.sum("rest_client_requests_total", &[("code", code), ("method", method)]);
-    assert!(requests("200", "GET") >= 4.0, "lists, watches and the re-read before the write");
+    assert!(requests("200", "GET") >= 4.0, "the watches (their initial lists streamed) and start-up's reads");
     assert!(requests("200", "PATCH") >= 1.0, "the reload's patch");
     assert!(requests("201", "POST") >= 1.0, "the Reloaded Event");
     let durations =
         |verb| scrape.sum("rest_client_request_duration_seconds_count", &[("verb", verb), ("host", &host)]);
-    assert!(durations("GET") >= 2.0);
+    // Watches have no duration (as in client-go); the lists are streamed as watches and a
+    // write reads nothing, so the GETs timed are start-up's (the API server's version, discovery).
+    assert!(durations("GET") >= 1.0);
     assert!(durations("PATCH") >= 1.0);
     let buckets = scrape.values("rest_client_request_duration_seconds_bucket", "le");
     let expected: BTreeSet<String> =

@@ -1,8 +1,9 @@
 //! What a reload costs the API server (docs/behaviour.md, "What is read before a write"), counted
 //! by kube-apiserver itself: `apiserver_request_total{verb,resource}` before and after one reload.
 //!
-//! A Deployment's reload is one PATCH and no GET or LIST of deployments (the write is built from
-//! the index's view); a Rollout's, uncontended, is one request in all (a JSON patch guarded by
+//! The start-up lists nothing: kube-apiserver streams the initial lists (watches with
+//! `sendInitialEvents`). A Deployment's reload is one PATCH and no GET or LIST of deployments
+//! (the write is built from the index's view); a Rollout's, uncontended, is one request in all (a JSON patch guarded by
 //! the view's resourceVersion). The counter has no label for the caller, so this binary holds
 //! one test on a plane of its own (the shared plane is per process), measures one kind at a
 //! time, and waits for the reload on reloader's own metrics rather than by reading the workload.
@@ -81,10 +82,15 @@ async fn warm_up(env: &TestEnv<'_>, reloader: &Reloader, spec: &WorkloadSpec) {
 }
 
 #[tokio::test]
-async fn a_reload_costs_one_patch_and_no_read() {
+async fn start_up_streams_its_lists_and_a_reload_costs_one_patch_and_no_read() {
     let env = TestEnv::with_crds().await;
     env.resources.create(&ResourceRef::configmap(CONFIG), &[("k", "v1")]).await.unwrap();
+    // `env.reloader` returns once reloader is ready, its caches synced; its watches are counted
+    // only when they end, its LISTs at once.
+    let before = requests_by_verb(&env.client, "configmaps").await;
     let reloader = env.reloader(Strategy::EnvVars, &[]).await;
+    let start_up = since(&requests_by_verb(&env.client, "configmaps").await, &before);
+    assert_eq!(start_up.get("LIST"), None, "the initial list is streamed, not paged: {start_up:?}");
     let auto = |kind, name| {
         WorkloadSpec::new(kind, name).metadata_annotation(ANNOTATION_AUTO, "true").env_from_configmap(CONFIG)
     };

@@ -33,7 +33,8 @@ pub struct MemoryAtScale {
 
 pub struct Measurements {
     pub memory: Vec<MemoryAtScale>,
-    pub floor: Outcome<Latencies>,
+    /// L1's floor, one per repetition.
+    pub floor: Outcome<Vec<Latencies>>,
     pub latency: PerSubject<LatencyOutcome>,
     pub coalesce: PerSubject<CoalesceOutcome>,
     pub failover: PerSubject<FailoverOutcome>,
@@ -44,7 +45,7 @@ pub struct Measurements {
 }
 
 pub(crate) const MIB: f64 = 1024.0 * 1024.0;
-const FLOOR_NOTE: &str = "n/a: the floor is a minimal watch-then-patch client, measured once";
+const FLOOR_NOTE: &str = "n/a: the floor is a minimal watch-then-patch client";
 const P1_NOTE: &str = "n/a: ours only (Stakater has no sidecar mode)";
 
 /// How one figure is named, judged and picked out of an outcome of type `T`.
@@ -234,36 +235,49 @@ fn slope_row(memory: &[MemoryAtScale]) -> ScenarioResult {
     row.detail(json!({ "points_ours": outcomes.ours.ok(), "points_stakater": outcomes.stakater.ok() }))
 }
 
-fn latency_rows(latency: &PerSubject<LatencyOutcome>, floor: &Outcome<Latencies>) -> Vec<ScenarioResult> {
-    let floor_p50 = floor.as_ref().ok().and_then(|f| f.p50);
-    let detail =
-        |o: &LatencyOutcome| json!({ "l1": o.l1, "f1_seconds": o.f1_seconds, "f1_missed": o.f1_missed });
+fn latency_rows(
+    latency: &PerSubject<LatencyOutcome>,
+    floor: &Outcome<Vec<Latencies>>,
+) -> Vec<ScenarioResult> {
+    /// A percentile's median and spread over L1's rounds.
+    fn over_rounds(rounds: &[Latencies], pick: fn(&Latencies) -> Option<f64>) -> Option<Spread> {
+        Spread::of(&rounds.iter().filter_map(pick).collect::<Vec<_>>())
+    }
+    let p50 = (|l: &Latencies| l.p50) as fn(&Latencies) -> Option<f64>;
+    let p99 = (|l: &Latencies| l.p99) as fn(&Latencies) -> Option<f64>;
+    let floor_p50 = floor.as_ref().ok().and_then(|f| over_rounds(f, p50));
+    let detail = |o: &LatencyOutcome| json!({ "l1_rounds": o.l1_rounds, "f1_seconds": o.f1_seconds, "f1_missed": o.f1_missed });
     let l1_detail = json!({
         "ours": latency.ours.as_ref().ok().map(detail),
         "stakater": latency.stakater.as_ref().ok().map(detail),
-        "ours_p50_over_floor_p50": latency.ours.as_ref().ok().and_then(|o| Some(o.l1.p50? / floor_p50?)),
+        "ours_p50_over_floor_p50": latency.ours.as_ref().ok().and_then(|o| {
+            Some(over_rounds(&o.l1_rounds, p50)?.median / floor_p50?.median)
+        }),
     });
     let a1_detail = |o: &LatencyOutcome| json!({ "l1": o.l1_api, "f1": o.f1_api });
-    let mut rows = vec![
-        figure(latency, "L1-p50", "L1 update to workload change, p50", "ms", Target::RatioAtMost(0.5), |o| {
-            o.l1.p50
-        })
-        .detail(l1_detail.clone()),
-        figure(latency, "L1-p99", "L1 update to workload change, p99", "ms", Target::RatioAtMost(0.5), |o| {
-            o.l1.p99
-        })
-        .detail(l1_detail),
-    ];
-    for (id, title, pick) in [
-        (
-            "L1-floor-p50",
-            "L1 floor (watch then PATCH), p50",
-            (|f: &Latencies| f.p50) as fn(&Latencies) -> Option<f64>,
-        ),
-        ("L1-floor-p99", "L1 floor (watch then PATCH), p99", |f: &Latencies| f.p99),
-    ] {
-        let row = ScenarioResult::new(id, title, "ms", Target::Informational);
-        rows.push(ours_only(floor, FLOOR_NOTE, row, pick).detail(json!(floor.as_ref().ok())));
+    let mut rows = Vec::new();
+    for (id, title, pick) in [("p50", "p50", p50), ("p99", "p99", p99)] {
+        let row = spread_figure(
+            latency,
+            &format!("L1-{id}"),
+            &format!("L1 update to workload change, {title}"),
+            "ms",
+            Target::RatioAtMost(0.5),
+            |o| over_rounds(&o.l1_rounds, pick),
+        );
+        rows.push(row.detail(l1_detail.clone()));
+        let row = ScenarioResult::new(
+            format!("L1-floor-{id}"),
+            format!("L1 floor (watch then PATCH), {title}"),
+            "ms",
+            Target::Informational,
+        );
+        let spread = floor.as_ref().ok().and_then(|f| over_rounds(f, pick));
+        rows.push(
+            ours_only(floor, FLOOR_NOTE, row, |_| spread.map(|s| s.median))
+                .spreads(spread, None)
+                .detail(json!(floor.as_ref().ok())),
+        );
     }
     rows.push(
         spread_figure(

@@ -128,7 +128,7 @@ async fn measure(
     }
 
     say(began, "L1 floor: a minimal watch-then-patch client");
-    let floor = latency::floor(plane, plan).await.map_err(|e| e.to_string());
+    let floor = latency::floor(plane, plan, options.repeat).await.map_err(|e| e.to_string());
 
     say(began, "L1, F1, A1");
     let latency = PerSubject {

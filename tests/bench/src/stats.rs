@@ -31,6 +31,11 @@ impl Spread {
         let max = samples.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         Some(Self { median, min, max, runs: samples.len() })
     }
+
+    /// The same spread in another unit (`divisor` of the current one each).
+    pub fn in_units_of(self, divisor: f64) -> Self {
+        Self { median: self.median / divisor, min: self.min / divisor, max: self.max / divisor, ..self }
+    }
 }
 
 /// Least-squares slope of `y` against `x`; `None` with fewer than two distinct `x`.

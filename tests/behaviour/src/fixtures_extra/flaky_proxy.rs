@@ -3,7 +3,9 @@
 //! DELETE) itself with 429 (`Retry-After`), 503 (`Retry-After`) or 500, without forwarding them,
 //! as an API server's priority-and-fairness filter or an overloaded one does. Apart from those
 //! faults it can make the first write to each of some paths fail once (503), so that a client's
-//! retry path, and what that path needs, is exercised on every run. It records
+//! retry path, and what that path needs, is exercised on every run, and it can refuse streaming
+//! lists as an API server without the WatchList feature does, so that a client's paged-list
+//! fallback, and what it needs, is exercised on a server that streams. It records
 //! when each request arrived and was answered, and how, so a test can check the client's
 //! retries from the server's side. Clients reach it over plain HTTP on 127.0.0.1 (a derived
 //! kubeconfig); it speaks HTTPS to kube-apiserver.
@@ -62,6 +64,8 @@ struct Faults {
     /// The first write to each path containing one of these fails with 503 and
     /// `Retry-After: 1`, whether faults are on or not.
     stumbling: Vec<String>,
+    /// Watches asking for the initial list (`sendInitialEvents=true`) are refused with 422.
+    refuse_streaming_lists: bool,
 }
 
 struct Shared {
@@ -99,6 +103,7 @@ impl FlakyProxy {
                 failure_rate: 0.0,
                 doomed: Vec::new(),
                 stumbling: Vec::new(),
+                refuse_streaming_lists: false,
             }),
             random: Mutex::new(seed.max(1)),
             log: Mutex::new(Vec::new()),
@@ -146,6 +151,12 @@ impl FlakyProxy {
         self.shared.faults.lock().unwrap().stumbling.push(fragment.to_owned());
     }
 
+    /// Refuses streaming lists from now on, as kube-apiserver does with the WatchList feature off:
+    /// 422 Invalid, without forwarding.
+    pub fn refuse_streaming_lists(&self) {
+        self.shared.faults.lock().unwrap().refuse_streaming_lists = true;
+    }
+
     /// Every request so far, in the order they were answered.
     pub fn exchanges(&self) -> Vec<Exchange> {
         self.shared.log.lock().unwrap().clone()
@@ -157,6 +168,9 @@ impl Drop for FlakyProxy {
         self.server.abort();
     }
 }
+
+/// The query parameter that asks a watch for the initial list.
+const STREAMING_LIST: &str = "sendInitialEvents=true";
 
 fn is_write(method: &Method) -> bool {
     [Method::PATCH, Method::PUT, Method::POST, Method::DELETE].contains(method)
@@ -173,11 +187,14 @@ impl Shared {
     }
 
     /// The answer to inject instead of forwarding, if any.
-    fn injection(&self, method: &Method, path: &str) -> Option<(u16, Option<u64>)> {
+    fn injection(&self, method: &Method, path: &str, query: &str) -> Option<(u16, Option<u64>)> {
+        let faults = self.faults.lock().unwrap().clone();
+        if faults.refuse_streaming_lists && query.split('&').any(|pair| pair == STREAMING_LIST) {
+            return Some((422, None));
+        }
         if !is_write(method) {
             return None;
         }
-        let faults = self.faults.lock().unwrap().clone();
         if faults.stumbling.iter().any(|fragment| path.contains(fragment.as_str()))
             && self.stumbled.lock().unwrap().insert(path.to_owned())
         {
@@ -211,6 +228,7 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
     let arrived = Instant::now();
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
+    let query = request.uri().query().unwrap_or_default().to_owned();
     let faults_on = shared.faults.lock().unwrap().on;
     if faults_on {
         tokio::time::sleep(Duration::from_millis(1000 + (shared.roll() * 1000.0) as u64)).await;
@@ -222,7 +240,7 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
         path: path.clone(),
         outcome,
     };
-    if let Some((code, retry_after)) = shared.injection(&method, &path) {
+    if let Some((code, retry_after)) = shared.injection(&method, &path, &query) {
         shared.record(exchange(Outcome::Injected { code, retry_after }));
         return injected(code, retry_after);
     }
@@ -270,7 +288,11 @@ fn injected(code: u16, retry_after: Option<u64>) -> Response {
     let (content_type, body) = if code == 429 {
         ("text/plain; charset=utf-8", "Too many requests, please try again later.\n".to_owned())
     } else {
-        let reason = if code == 503 { "ServiceUnavailable" } else { "InternalError" };
+        let reason = match code {
+            503 => "ServiceUnavailable",
+            422 => "Invalid",
+            _ => "InternalError",
+        };
         let status_body = serde_json::json!({
             "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
             "reason": reason, "message": format!("injected {code} by the flaky proxy"),

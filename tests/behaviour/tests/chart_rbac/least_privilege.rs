@@ -137,6 +137,9 @@ async fn trial(
             probe_name(*kind)
         ));
     }
+    // Lists are refused as streams, as by an API server without the WatchList feature: the
+    // controller lists in pages, so `list` is judged too (streaming needs only `watch`).
+    proxy.refuse_streaming_lists();
     installation.route_through(plane, &proxy.url()).await.expect("routing through the proxy");
     let mut pods = installation.start(plane).await.expect("starting the controller");
     let result = exercise(

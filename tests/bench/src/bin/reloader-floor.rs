@@ -1,7 +1,9 @@
 //! The process floor of bench M1 (docs/benchmark.md): the least a controller built on our stack
 //! can cost. Same kube client and TLS (rustls on ring), same tokio runtime, same allocator and
-//! allocator settings as `reloader`; it watches ConfigMaps and Secrets of all namespaces and keeps
-//! nothing. It prints its allocator's options, then `synced` once both initial lists are done, then the live heap
+//! allocator settings as `reloader`, and its initial lists streamed as `reloader` streams them; it
+//! watches ConfigMaps and Secrets of all namespaces and keeps nothing. It prints its allocator's
+//! options, then `synced` once both initial lists are done (and the freed pages and the code
+//! start-up used are returned, as `reloader` returns them), then the live heap
 //! (`heap_allocated_bytes=<n>`, jemalloc's `stats.allocated`) every second.
 
 use std::time::Duration;
@@ -12,9 +14,11 @@ use kube::Client;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 
-// No `#[global_allocator]` here: the bench links reloader-cli (through the behaviour tests'
-// fixtures), whose allocator and `malloc_conf` (reloader-cli/src/observe/memory.rs) are therefore
-// this binary's too, which is the point. It prints jemalloc's options at start to show it.
+// No `#[global_allocator]` here: calling into reloader-cli's `observe::memory` links it, so its
+// allocator and `malloc_conf` are this binary's too, which is the point (a dependency nothing calls
+// is not linked, and the floor then ran on glibc's malloc). It prints jemalloc's options at start
+// to show it.
+use reloader_cli::observe::memory;
 
 /// What one watch event leaves behind: whether an initial list just completed.
 fn list_done<K>(event: Result<watcher::Event<K>, watcher::Error>) -> bool {
@@ -22,16 +26,17 @@ fn list_done<K>(event: Result<watcher::Event<K>, watcher::Error>) -> bool {
 }
 
 fn main() -> anyhow::Result<()> {
+    memory::limit_arenas();
     tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(watch())
 }
 
 async fn watch() -> anyhow::Result<()> {
     let narenas = tikv_jemalloc_ctl::opt::narenas::read()?;
-    let background_thread = tikv_jemalloc_ctl::opt::background_thread::read()?;
-    eprintln!("jemalloc narenas={narenas} background_thread={background_thread}");
+    let tcache = tikv_jemalloc_ctl::opt::tcache::read()?;
+    eprintln!("jemalloc narenas={narenas} tcache={tcache}");
     let client = Client::try_default().await?;
-    // kube's default list page (500 objects), as `reloader` lists.
-    let config = watcher::Config::default;
+    // Streamed initial lists, as `reloader` gets them from an API server that streams lists.
+    let config = || watcher::Config::default().streaming_lists();
     let configmaps =
         watcher(Api::<ConfigMap>::all(client.clone()), config()).default_backoff().map(list_done);
     let secrets = watcher(Api::<Secret>::all(client), config()).default_backoff().map(list_done);
@@ -44,6 +49,7 @@ async fn watch() -> anyhow::Result<()> {
                 Some(true) if lists_to_go > 0 => {
                     lists_to_go -= 1;
                     if lists_to_go == 0 {
+                        memory::release_after_sync();
                         eprintln!("synced");
                     }
                 }

@@ -129,8 +129,9 @@ pub fn rows(memory: &[MemoryAtScale]) -> Vec<ScenarioResult> {
                 "MiB",
                 Target::Informational,
             );
-            let row = figure(row, &point.floor, value.map(|s| s.median / MIB));
-            rows.push(row.stakater(Err(NOTE.to_owned())).detail(detail.clone()));
+            let value = value.map(|s| s.in_units_of(MIB));
+            let row = figure(row, &point.floor, value.map(|s| s.median));
+            rows.push(row.stakater(Err(NOTE.to_owned())).spreads(value, None).detail(detail.clone()));
         }
 
         let ours_steady = median(&point.ours, |s| Some(s.steady_bytes));
@@ -158,6 +159,7 @@ pub fn rows(memory: &[MemoryAtScale]) -> Vec<ScenarioResult> {
         rows.push(
             figure(row, &point.ours, ours_heap.map(|s| s.median / MIB))
                 .stakater(stakater)
+                .spreads(ours_heap.map(|s| s.in_units_of(MIB)), stakater_heap.map(|s| s.in_units_of(MIB)))
                 .detail(json!({ "ours": ours_heap, "stakater": stakater_heap })),
         );
     }

@@ -40,8 +40,8 @@ pub struct ApiWindow {
 /// What one controller did in L1 and F1.
 #[derive(Debug, Clone, Serialize)]
 pub struct LatencyOutcome {
-    pub l1: Latencies,
-    pub l1_samples: Vec<f64>,
+    /// One per repetition of L1's updates.
+    pub l1_rounds: Vec<Latencies>,
     /// Seconds from each F1 update to the last of its Deployments changed.
     pub f1_seconds: Vec<f64>,
     pub f1_spread: Option<Spread>,
@@ -73,11 +73,9 @@ pub async fn run(
     tokio::time::sleep(plan.quiet).await;
 
     let before = RequestCounts::read(&client).await?;
-    let updates = paced_updates(&client, &l1, &l1_observer, 0..plan.l1_updates, L1_INTERVAL, "l1").await?;
-    let changes = resolve(&l1_observer, &updates, CHANGE_TIMEOUT).await;
-    tokio::time::sleep(plan.quiet).await;
+    let l1_rounds = l1_rounds(&client, &l1, &l1_observer, plan, repeat, "l1").await?;
     let after_l1 = RequestCounts::read(&client).await?;
-    let l1_samples = latencies_ms(&updates, &changes);
+    let l1_updates: usize = l1_rounds.iter().map(|round| round.expected).sum();
 
     let (f1_seconds, f1_missed) = fan_out(&client, &f1, &f1_observer, repeat, plan).await?;
     let after_f1 = RequestCounts::read(&client).await?;
@@ -91,15 +89,14 @@ pub async fn run(
     controller.kill();
 
     Ok(LatencyOutcome {
-        l1: Latencies::of(&l1_samples, updates.len()),
-        l1_samples,
+        l1_rounds,
         f1_spread: Spread::of(&f1_seconds),
         f1_seconds,
         f1_missed,
         l1_api: ApiWindow {
             requests: after_l1.since(&before),
-            writes_needed: updates.len(),
-            events: updates.len(),
+            writes_needed: l1_updates,
+            events: l1_updates,
         },
         f1_api: ApiWindow {
             requests: after_f1.since(&after_l1),
@@ -107,6 +104,28 @@ pub async fn run(
             events: repeat,
         },
     })
+}
+
+/// L1's updates in `repeat` rounds of `plan.l1_updates` (at least one), each followed by a quiet
+/// pause: the latencies of each round, so its percentiles get a median and a spread.
+async fn l1_rounds(
+    client: &Client,
+    pairs: &Pairs,
+    observer: &WorkloadObserver,
+    plan: &Plan,
+    repeat: usize,
+    tag: &str,
+) -> Result<Vec<Latencies>, BenchError> {
+    let mut rounds = Vec::with_capacity(repeat.max(1));
+    for round in 0..repeat.max(1) {
+        let first = round * plan.l1_updates;
+        let indices = first..first + plan.l1_updates;
+        let updates = paced_updates(client, pairs, observer, indices, L1_INTERVAL, tag).await?;
+        let changes = resolve(observer, &updates, CHANGE_TIMEOUT).await;
+        rounds.push(Latencies::of(&latencies_ms(&updates, &changes), updates.len()));
+        tokio::time::sleep(plan.quiet).await;
+    }
+    Ok(rounds)
 }
 
 /// F1: `repeat` updates of the shared ConfigMap, each timed to the last Deployment changed.
@@ -140,7 +159,7 @@ async fn fan_out(
 
 /// The floor: watch ConfigMaps, and on each change PATCH the Deployment that uses it, nothing
 /// else. Timed like L1, with no reloader running.
-pub async fn floor(plane: &ControlPlane, plan: &Plan) -> Result<Latencies, BenchError> {
+pub async fn floor(plane: &ControlPlane, plan: &Plan, repeat: usize) -> Result<Vec<Latencies>, BenchError> {
     let client = plane.client();
     let pairs = create_pairs(&client, "bench-floor", plan.l1_pairs, false, Annotated::No).await?;
     let observer = WorkloadObserver::start(client.clone(), &pairs.namespace).await?;
@@ -149,14 +168,9 @@ pub async fn floor(plane: &ControlPlane, plan: &Plan) -> Result<Latencies, Bench
         tokio::spawn(watch_then_patch(Client::try_from(plane.admin_config().clone())?, pairs.clone()));
     // The watch must be established before the first update, or that event would be missed.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let updates = paced_updates(&client, &pairs, &observer, 0..plan.l1_updates, L1_INTERVAL, "floor").await;
-    let changes = match &updates {
-        Ok(updates) => resolve(&observer, updates, CHANGE_TIMEOUT).await,
-        Err(_) => Vec::new(),
-    };
+    let rounds = l1_rounds(&client, &pairs, &observer, plan, repeat, "floor").await;
     patcher.abort();
-    let updates = updates?;
-    Ok(Latencies::of(&latencies_ms(&updates, &changes), updates.len()))
+    rounds
 }
 
 async fn watch_then_patch(client: Client, pairs: Pairs) {
