@@ -2,7 +2,7 @@
 //! keeps running but can write nothing; it keeps the controller's watches open from its cache.
 //! A write due during the outage is held and lands once etcd is back; the watches deliver
 //! again, a later change reloads exactly once, and nothing reloads for the outage. Counted from
-//! the API server: each workload's generation and ReplicaSets.
+//! the API server: each workload's generation and Deployment revision.
 
 mod ha_support;
 
@@ -11,9 +11,7 @@ use std::time::{Duration, Instant};
 use reloader_harness::{NotYet, PlaneOptions, Reloader, wait_until};
 use reloader_tests::fixtures::{Resources, Strategy, TestEnv, negative_wait};
 
-use ha_support::{
-    WebAndIdle, generation, private_plane, reloads_executed, replica_sets_of, wait_for_replica_sets,
-};
+use ha_support::{WebAndIdle, generation, private_plane, reloads_executed, rollouts_of, wait_for_rollouts};
 
 const REACTION: Duration = Duration::from_secs(90);
 /// Long enough for kube-apiserver to notice etcd is gone and for the controller's watches to
@@ -35,8 +33,8 @@ async fn etcd_restart_watches_resume_later_changes_reload_and_nothing_reloads_sp
         .await
         .unwrap()
         .saturating_sub(Duration::from_secs(3));
-    wait_for_replica_sets(client, &web, 2).await;
-    wait_for_replica_sets(client, &idle, 1).await;
+    wait_for_rollouts(client, &web, 2).await;
+    wait_for_rollouts(client, &idle, 1).await;
 
     // A change whose write falls in the outage: kube-apiserver holds it until etcd is back.
     let settings_v3 = resources.update_data(&settings, &[("level", "3")]).await.unwrap();
@@ -75,8 +73,8 @@ async fn etcd_restart_watches_resume_later_changes_reload_and_nothing_reloads_sp
         "web: created, v2, v3 (held through the outage), v4 — each once"
     );
     assert_eq!(generation(&client, &idle).await, 1, "idle reloaded although quiet never changed");
-    wait_for_replica_sets(&client, &web, 4).await;
-    assert_eq!(replica_sets_of(&client, &idle).await, 1, "idle: no new pod template");
+    wait_for_rollouts(&client, &web, 4).await;
+    assert_eq!(rollouts_of(&client, &idle).await, 1, "idle: no new pod template");
     assert_eq!(reloads_executed(&reloader).await, 3.0, "reloads executed");
 
     // What an operator sees: the write that hung through the outage, in the log and in the

@@ -19,7 +19,7 @@ use reloader_workload_argo::Rollout;
 use ha_support::proxy::CuttableProxy;
 use ha_support::{
     Timings, WebAndIdle, auto_deployment, generation, private_plane, reloads_executed, start_replicas,
-    wait_for_replica_sets, wait_for_single_leader,
+    wait_for_rollouts, wait_for_single_leader,
 };
 
 const REACTION: Duration = Duration::from_secs(90);
@@ -181,9 +181,9 @@ async fn a_concurrent_writer_does_not_stop_the_reload_or_delay_other_workloads()
     for workload in [&contested, &busy] {
         workload.wait_for_marker(client, &settings, Strategy::EnvVars, &settings_v2, REACTION).await.unwrap();
     }
-    // One ReplicaSet per pod template only if kube-controller-manager sees each template before
-    // the next: it makes one for the latest template it finds, so each change waits for its own.
-    wait_for_replica_sets(client, &busy, 2).await;
+    // One revision per pod template only if kube-controller-manager sees each template before
+    // the next: it rolls out the latest template it finds, so each change waits for its own.
+    wait_for_rollouts(client, &busy, 2).await;
 
     let stop = Arc::new(AtomicBool::new(false));
     let counts = Arc::new(WriterCounts::default());
@@ -224,7 +224,7 @@ async fn a_concurrent_writer_does_not_stop_the_reload_or_delay_other_workloads()
         }
         slowest_web = slowest_web.max(web_latency);
         slowest_contested = slowest_contested.max(changed_at.elapsed());
-        wait_for_replica_sets(client, &busy, 2 + changes).await;
+        wait_for_rollouts(client, &busy, 2 + changes).await;
     }
     stop.store(true, Ordering::Relaxed);
     for writer in writers {
@@ -241,8 +241,8 @@ async fn a_concurrent_writer_does_not_stop_the_reload_or_delay_other_workloads()
         assert_eq!(generation(client, workload).await, expected, "{workload}: created, then once per change");
     }
     // A Deployment's generation also moves with its annotations, which the writer keeps changing:
-    // count its pod templates instead (one ReplicaSet each).
-    wait_for_replica_sets(client, &busy, expected as usize).await;
+    // count its rolled-out pod templates instead (its revision).
+    wait_for_rollouts(client, &busy, expected as usize).await;
     assert_eq!(reloads_executed(&reloader).await, 3.0 * (1 + changes) as f64, "no failed or repeated reload");
     assert!(
         slowest_web <= (baseline * 10).max(Duration::from_secs(5)),

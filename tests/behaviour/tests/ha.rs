@@ -2,7 +2,7 @@
 //! with `--enable-ha`, and the Lease lock raced in-process against the real API server.
 //!
 //! Writes are counted from the API server: a Deployment's `metadata.generation` grows by one
-//! for each write to its spec, and kube-controller-manager makes one ReplicaSet per template.
+//! for each write to its spec, and kube-controller-manager moves its revision once per pod template.
 
 mod ha_support;
 
@@ -27,7 +27,7 @@ use tokio::sync::Barrier;
 
 use ha_support::{
     LEASE_NAME, Timings, generation, leader_gauge, lease_holder, reloads_executed, seconds_since,
-    start_replicas, wait_for_holder, wait_for_replica_sets, wait_for_single_leader,
+    start_replicas, wait_for_holder, wait_for_rollouts, wait_for_single_leader,
 };
 
 const CANDIDATES: usize = 5;
@@ -280,8 +280,8 @@ async fn killing_the_leader_applies_changes_from_the_gap_exactly_once() {
     tokio::time::sleep(negative_wait(latency)).await;
     assert_eq!(generation(client, &web).await, 3, "web: created, reloaded for v2, reloaded once for v3");
     assert_eq!(generation(client, &api).await, 2, "api: created, reloaded once for the gap's change");
-    wait_for_replica_sets(client, &web, 3).await;
-    wait_for_replica_sets(client, &api, 2).await;
+    wait_for_rollouts(client, &web, 3).await;
+    wait_for_rollouts(client, &api, 2).await;
     let standby = 3 - first - second;
     assert_eq!(reloads_executed(&replicas[standby]).await, 0.0, "the remaining standby wrote");
     assert_eq!(reloads_executed(&replicas[second]).await, 2.0, "the new leader wrote web and api once each");

@@ -3,7 +3,7 @@
 //! partition while its process stays up.
 //!
 //! Everything is counted from the API server: the Lease's holders and `leaseTransitions`, and a
-//! Deployment's `metadata.generation` (one per write to its spec) and ReplicaSets (one per pod
+//! Deployment's `metadata.generation` (one per write to its spec) and revision (one per pod
 //! template). A referee samples the Lease and every live replica's `reloader_leader` gauge all
 //! along, so a second leader for even a moment fails the test.
 
@@ -24,7 +24,7 @@ use reloader_tests::fixtures::{
 
 use ha_support::proxy::CuttableProxy;
 use ha_support::{
-    LEASE_NAME, Timings, generation, leader_gauge, reloads_executed, replica, wait_for_replica_sets,
+    LEASE_NAME, Timings, generation, leader_gauge, reloads_executed, replica, wait_for_rollouts,
 };
 
 const REACTION: Duration = Duration::from_secs(60);
@@ -224,7 +224,7 @@ async fn replicas_with_skewed_clocks_never_lead_together_and_fail_over_in_time()
     assert_eq!(referee.holders, ["on-time", second.as_str(), third]);
     assert_eq!(lease_transitions(&leases).await, 2, "leaseTransitions: exactly the two take-overs");
     assert_eq!(generation(client, &web).await, 4, "web: created, then v2, v3 and v4 once each");
-    wait_for_replica_sets(client, &web, 4).await;
+    wait_for_rollouts(client, &web, 4).await;
     assert_eq!(reloaded_events(client, ns.name(), "web").await, 3, "one Reloaded Event per change");
     let last_replica = &standbys[third_index];
     assert_eq!(reloads_executed(last_replica).await, 1.0);
@@ -313,7 +313,7 @@ async fn a_partitioned_leader_stops_writing_before_a_standby_takes_over() {
     assert_eq!(referee.holders, ["cut-off", "standby"], "the old leader took the Lease back");
     assert_eq!(lease_transitions(&leases).await, 1);
     assert_eq!(generation(client, &web).await, 4, "web: created, then v2, v3 and v4 once each");
-    wait_for_replica_sets(client, &web, 4).await;
+    wait_for_rollouts(client, &web, 4).await;
     assert_eq!(reloaded_events(client, ns.name(), "web").await, 3, "one Reloaded Event per change");
     assert_eq!(reloads_executed(&cut_off).await, 1.0, "the old leader wrote after it was cut off");
     assert_eq!(reloads_executed(&standby).await, 2.0, "the new leader wrote v3 and v4 once each");

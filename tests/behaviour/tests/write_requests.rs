@@ -4,9 +4,13 @@
 //! The start-up lists nothing: kube-apiserver streams the initial lists (watches with
 //! `sendInitialEvents`). A Deployment's reload is one PATCH and no GET or LIST of deployments
 //! (the write is built from the index's view); a Rollout's, uncontended, is one request in all (a JSON patch guarded by
-//! the view's resourceVersion). The counter has no label for the caller, so this binary holds
-//! one test on a plane of its own (the shared plane is per process), measures one kind at a
-//! time, and waits for the reload on reloader's own metrics rather than by reading the workload.
+//! the view's resourceVersion). The counter has no label for the caller, so each test here has a
+//! plane to itself (the shared plane is per process; the other test starts its own), measures
+//! one kind at a time, and waits for the reload on reloader's own metrics rather than by reading
+//! the workload.
+//!
+//! A kube-apiserver started with the WatchList feature off refuses streamed lists, as older
+//! clusters do: the watches then list in pages, and the reloads are the same.
 //!
 //! Build the binary first: `cargo build -p reloader-cli`.
 
@@ -14,7 +18,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kube::Client;
-use reloader_harness::{NotYet, Reloader, wait_until};
+use reloader_harness::{ControlPlane, NotYet, PlaneOptions, Reloader, wait_until};
 use reloader_tests::fixtures::*;
 
 const CONFIG: &str = "app-config";
@@ -110,4 +114,43 @@ async fn start_up_streams_its_lists_and_a_reload_costs_one_patch_and_no_read() {
     // Nothing else writes or reads Rollouts here (no Argo controller runs on the plane).
     let non_watch: BTreeMap<_, _> = requests.iter().filter(|(verb, _)| *verb != "WATCH").collect();
     assert_eq!(non_watch, BTreeMap::from([(&"PATCH".to_owned(), &1)]), "one request per write: {requests:?}");
+}
+
+#[tokio::test]
+async fn without_watch_list_the_start_up_lists_in_pages_and_reloads_the_same() {
+    let options = PlaneOptions {
+        apiserver_args: vec!["--feature-gates=WatchList=false".into()],
+        ..PlaneOptions::api_only()
+    };
+    let plane = ControlPlane::start(options)
+        .await
+        .unwrap_or_else(|e| panic!("starting a plane without WatchList: {e}"));
+    let env = TestEnv::on(&plane).await;
+    let config = ResourceRef::configmap(CONFIG);
+    env.resources.create(&config, &[("k", "v1")]).await.unwrap();
+    let web = WorkloadSpec::new(Kind::Deployment, "web")
+        .metadata_annotation(ANNOTATION_AUTO, "true")
+        .env_from_configmap(CONFIG)
+        .create(&env.client, env.ns.name())
+        .await
+        .unwrap();
+
+    let before = requests_by_verb(&env.client, "configmaps").await;
+    // Ready only once every watch has its initial list: a refusal taken for a transient error
+    // would retry the stream for ever and never get there.
+    let reloader = env.reloader_builder().arg(Strategy::EnvVars.flag()).start().await.unwrap();
+    let start_up = since(&requests_by_verb(&env.client, "configmaps").await, &before);
+    assert!(start_up.get("LIST").is_some_and(|n| *n >= 1), "the initial list is paged: {start_up:?}");
+    let log = reloader.log_text();
+    assert!(log.contains("listing in pages"), "the fallback is logged:\n{log}");
+
+    let requests = one_reload(&env, &reloader, "deployments", "v2").await;
+    assert_eq!(requests.get("PATCH"), Some(&1), "one PATCH of the Deployment: {requests:?}");
+    for read in ["GET", "LIST"] {
+        assert_eq!(requests.get(read), None, "no {read} of deployments: {requests:?}");
+    }
+    assert_eq!(reloads(&reloader).await, 1.0, "one reload");
+    // Read only now: the test's own reads would be counted above.
+    let v2 = stakater_hash_configmap(&BTreeMap::from([("k".to_owned(), "v2".to_owned())]));
+    web.wait_for_marker(&env.client, &config, Strategy::EnvVars, &v2, TIMEOUT).await.unwrap();
 }

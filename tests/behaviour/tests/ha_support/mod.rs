@@ -7,10 +7,10 @@ pub mod proxy;
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use reloader_harness::{
     ControlPlane, NotYet, PlaneError, PlaneOptions, Reloader, ReloaderBuilder, wait_until,
 };
@@ -150,29 +150,27 @@ pub async fn generation(client: &Client, workload: &WorkloadId) -> i64 {
     observed.generation.unwrap_or_default()
 }
 
-/// ReplicaSets kube-controller-manager made for a Deployment: one per distinct pod template.
-pub async fn replica_sets_of(client: &Client, workload: &WorkloadId) -> usize {
-    let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), &workload.namespace);
-    let listed = sets.list(&ListParams::default()).await.expect("listing ReplicaSets");
-    listed
-        .items
-        .iter()
-        .filter(|rs| {
-            rs.metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|o| o.kind == "Deployment" && o.name == workload.name)
-        })
-        .count()
+/// Pod templates kube-controller-manager has rolled out for a Deployment: its
+/// `deployment.kubernetes.io/revision`, which counts them even after `revisionHistoryLimit` has
+/// pruned their ReplicaSets (0 before the first sync).
+pub async fn rollouts_of(client: &Client, workload: &WorkloadId) -> usize {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &workload.namespace);
+    let deployment =
+        deployments.get(&workload.name).await.unwrap_or_else(|e| panic!("reading {workload}: {e}"));
+    let revision = deployment.metadata.annotations.as_ref().and_then(|a| a.get(DEPLOYMENT_REVISION));
+    revision
+        .map_or(0, |r| r.parse().unwrap_or_else(|e| panic!("{workload}: {DEPLOYMENT_REVISION}={r:?}: {e}")))
 }
 
-/// Waits until `workload` has had `expected` ReplicaSets (kube-controller-manager is async).
-pub async fn wait_for_replica_sets(client: &Client, workload: &WorkloadId, expected: usize) {
-    wait_until(&format!("{workload} to have {expected} ReplicaSets"), Duration::from_secs(60), || async {
-        match replica_sets_of(client, workload).await {
+const DEPLOYMENT_REVISION: &str = "deployment.kubernetes.io/revision";
+
+/// Waits until `workload` has rolled out `expected` pod templates (kube-controller-manager is
+/// async).
+pub async fn wait_for_rollouts(client: &Client, workload: &WorkloadId, expected: usize) {
+    wait_until(&format!("{workload} to reach revision {expected}"), Duration::from_secs(60), || async {
+        match rollouts_of(client, workload).await {
             n if n == expected => Ok(()),
-            n => Err(NotYet::because(format!("{n} ReplicaSets"))),
+            n => Err(NotYet::because(format!("revision {n}"))),
         }
     })
     .await
