@@ -64,8 +64,15 @@ fn injected_with_next_visit<'a>(
 }
 
 /// The workload PATCHes that failed in a way the writer retries, by the line it logs: the
-/// proxy's injected answers, and the rarer real ones (kube-apiserver unreachable through the
-/// proxy, or a 409/429/5xx it answered itself).
+/// proxy's injected answers, the rarer real ones (kube-apiserver unreachable through the proxy,
+/// or a 409/429/5xx it answered itself), and those the proxy never received (sent on a pooled
+/// connection it had just closed as idle, as a load balancer does).
+const THROTTLED_LINE: &str = "throttled by the API server (429); retrying";
+const CONFLICT_LINE: &str = "conflict; re-reading and retrying";
+const TRANSIENT_LINE: &str = "transient error; retrying";
+/// hyper's error for a request it could not send on its connection.
+const UNSENT_ERROR: &str = "client error (SendRequest)";
+
 #[derive(Debug, Default, PartialEq, Eq)]
 struct FailedWrites {
     throttled: usize,
@@ -87,6 +94,23 @@ impl FailedWrites {
             }
         }
         failed
+    }
+
+    /// Adds the retries of writes that never reached the proxy, which only the controller's log
+    /// shows: a client-side send error, never an answer.
+    fn and_unsent(self, log: &str) -> Self {
+        let unsent = log.lines().filter(|l| l.contains(TRANSIENT_LINE) && l.contains(UNSENT_ERROR)).count();
+        Self { transient: self.transient + unsent, ..self }
+    }
+
+    /// The retries the controller logged, one line each.
+    fn logged(log: &str) -> Self {
+        let lines = |text: &str| log.lines().filter(|l| l.contains(text)).count();
+        Self {
+            throttled: lines(THROTTLED_LINE),
+            conflicts: lines(CONFLICT_LINE),
+            transient: lines(TRANSIENT_LINE),
+        }
     }
 
     /// Each is one retry in `reloader_retries_total`.
@@ -179,7 +203,8 @@ async fn slow_and_flaky_api_server_every_reload_lands_once_retries_honour_retry_
     assert_eq!(patches_landed, WORKLOADS * rounds, "workload PATCHes the API server accepted");
     assert_retries_waited(&injected);
     // The trace an operator follows: metrics and log lines, one per retry.
-    let failed = FailedWrites::of(&exchanges, &workloads);
+    let log = reloader.log_text();
+    let failed = FailedWrites::of(&exchanges, &workloads).and_unsent(&log);
     assert_eq!(reloads_executed(&reloader).await, (WORKLOADS * rounds) as f64);
     assert_eq!(metric(&reloader, r#"reloader_reload_executed_total{success="false"}"#).await, 0.0);
     assert_eq!(
@@ -196,14 +221,7 @@ async fn slow_and_flaky_api_server_every_reload_lands_once_retries_honour_retry_
         server_error_samples >= server_errors as f64,
         "{server_error_samples} 5xx counted, {server_errors} injected"
     );
-    let log = reloader.log_text();
-    let throttled_lines =
-        log.lines().filter(|l| l.contains("throttled by the API server (429); retrying")).count();
-    let transient_lines = log.lines().filter(|l| l.contains("transient error; retrying")).count();
-    let conflict_lines = log.lines().filter(|l| l.contains("conflict; re-reading and retrying")).count();
-    let logged =
-        FailedWrites { throttled: throttled_lines, conflicts: conflict_lines, transient: transient_lines };
-    assert_eq!(logged, failed, "{log}");
+    assert_eq!(FailedWrites::logged(&log), failed, "{log}");
     // A write's span carries its verb and retry count once, however many attempts it took.
     let fields = ["reloader.write.verb=", "reloader.write.retries="];
     let repeated = log.lines().find(|l| fields.iter().any(|field| l.matches(field).count() > 1));
@@ -287,9 +305,10 @@ async fn slow_and_flaky_api_server_every_reload_lands_once_retries_honour_retry_
     let exchanges = proxy.exchanges();
     let injected = injected_with_next_visit(&exchanges, &workloads);
     assert_retries_waited(&injected);
+    let failed = FailedWrites::of(&exchanges, &workloads).and_unsent(&reloader.log_text());
     assert_eq!(
         metric(&reloader, "reloader_retries_total").await,
-        FailedWrites::of(&exchanges, &workloads).retries(),
+        failed.retries(),
         "one retry per failed write"
     );
     eprintln!(

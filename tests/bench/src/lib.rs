@@ -49,11 +49,22 @@ pub struct BenchOptions {
     pub log_dir: PathBuf,
     /// Keep the plane and its data set after measuring, until SIGINT, for profiling by hand.
     pub hold: bool,
-    /// M1/S1 only (comparing allocators or builds); the other scenarios are reported as not run.
-    pub memory_only: bool,
+    /// Which scenarios run; those left out are reported as not run.
+    pub scenarios: Scenarios,
     /// Also M10 (ten times M1, with ours under the chart's memory limit) and F10 (3,000-wide
     /// fan-out); tiny versions of both with `small`.
     pub m10: bool,
+}
+
+/// The scenarios one run measures: all of them, or one group when comparing builds or settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenarios {
+    All,
+    /// M1/S1 (and M10 with `m10`): comparing allocators or builds.
+    Memory,
+    /// L1, its floor, F1 and A1, on the data set grown to the largest scale: comparing runtime
+    /// or allocator settings.
+    Latency,
 }
 
 impl BenchOptions {

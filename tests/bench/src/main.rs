@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use reloader_bench::{BenchOptions, run, write_report};
+use reloader_bench::{BenchOptions, Scenarios, run, write_report};
 
 #[derive(Debug, Parser)]
 #[command(about = "Benchmark reloader (and Stakater Reloader, given STAKATER_BIN) on a local control plane")]
@@ -31,8 +31,11 @@ struct Args {
     #[arg(long)]
     hold: bool,
     /// Measure M1/S1 only (memory and start-up), skipping the other scenarios.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "latency_only")]
     memory_only: bool,
+    /// Measure L1, its floor, F1 and A1 only (latency), on the data set grown to the largest scale.
+    #[arg(long)]
+    latency_only: bool,
     /// Also M10 (51,000 objects; ours inside the chart's memory limit) and F10 (3,000 Deployments
     /// on one ConfigMap): adds tens of minutes, most of it Stakater's.
     #[arg(long)]
@@ -79,7 +82,11 @@ async fn main() -> anyhow::Result<ExitCode> {
         stakater: args.stakater_bin.filter(|path| !path.as_os_str().is_empty()),
         log_dir: out.join("logs"),
         hold: args.hold,
-        memory_only: args.memory_only,
+        scenarios: match (args.memory_only, args.latency_only) {
+            (true, _) => Scenarios::Memory,
+            (_, true) => Scenarios::Latency,
+            _ => Scenarios::All,
+        },
         m10: args.m10,
     };
     anyhow::ensure!(

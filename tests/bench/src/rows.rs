@@ -75,8 +75,12 @@ impl<T, V> Figure<T, V> {
 
 /// The rows, and M1's points for the chart.
 pub fn build(m: &Measurements) -> (Vec<ScenarioResult>, Vec<MemoryPoint>) {
-    let mut rows = memory_rows(&m.memory);
-    rows.extend(super::scenarios::floor::rows(&m.memory));
+    let mut rows = Vec::new();
+    // A --latency-only run has no memory points, so no memory rows.
+    if !m.memory.is_empty() {
+        rows.extend(memory_rows(&m.memory));
+        rows.extend(super::scenarios::floor::rows(&m.memory));
+    }
     rows.extend(latency_rows(&m.latency, &m.floor));
     rows.push(figure(
         &m.coalesce,

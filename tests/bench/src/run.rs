@@ -17,7 +17,7 @@ use super::scenarios::scale10::{self, M10, ScaleMeasurements};
 use super::scenarios::startup::{StartupFixture, StartupSample};
 use super::scenarios::{coalesce, cpu, failover, fanout10, floor, latency, sidecar};
 use super::subject::{Flavour, STAKATER_UNAVAILABLE, Subject, version_of};
-use super::{BenchError, BenchOptions, Plan, identity};
+use super::{BenchError, BenchOptions, Plan, Scenarios, identity};
 use reloader_harness::{ControlPlane, PlaneOptions};
 
 /// Runs every scenario and returns the report (scenarios that failed carry their error).
@@ -83,10 +83,14 @@ async fn measure(
     let mut dataset = DataSet::new(client.clone()).await?;
     let mut fixture = StartupFixture::create(&client).await?;
     let mut memory = Vec::with_capacity(options.scales.len());
-    let mut m1_starts = PerSubject { ours: not_run(), stakater: not_run() };
+    let mut m1_starts = neither(options.scenarios);
     for &scale in &options.scales {
         let took = dataset.grow_to(Sizes::scaled(scale)).await?;
         let objects = dataset.sizes().objects() + 2;
+        if options.scenarios == Scenarios::Latency {
+            say(began, &format!("data set at scale {scale}: {objects} objects (created in {took:.1?})"));
+            continue;
+        }
         say(began, &format!("M1/S1 at scale {scale}: {objects} objects (created in {took:.1?})"));
         m1_starts = starts_of_both(&mut fixture, plane, ours, stakater, log_dir, plan, options.repeat).await;
         let floor = floor::binary_next_to(&ours.binary);
@@ -101,30 +105,15 @@ async fn measure(
     }
     let m1_objects = memory.last().map_or(0, |point| point.objects);
 
-    if options.memory_only {
-        let m10 = match options.m10 {
-            true => Some(
+    if options.scenarios == Scenarios::Memory {
+        let mut measured = limited(options.scenarios, plan, memory, m1_starts, m1_objects);
+        if options.m10 {
+            measured.scale.m10 = Some(
                 m10(&mut dataset, &mut fixture, plane, plan, ours, stakater, log_dir, options.repeat, began)
                     .await?,
-            ),
-            false => None,
-        };
-        return Ok(Measurements {
-            memory,
-            floor: not_run(),
-            latency: PerSubject { ours: not_run(), stakater: not_run() },
-            coalesce: PerSubject { ours: not_run(), stakater: not_run() },
-            failover: PerSubject { ours: not_run(), stakater: not_run() },
-            sidecar: not_run(),
-            lease: plan.lease,
-            scale: ScaleMeasurements {
-                m1_starts,
-                m1_objects,
-                cpu: PerSubject { ours: not_run(), stakater: not_run() },
-                m10,
-                f10: None,
-            },
-        });
+            );
+        }
+        return Ok(measured);
     }
 
     say(began, "L1 floor: a minimal watch-then-patch client");
@@ -138,6 +127,12 @@ async fn measure(
             Err(reason) => Err(reason.clone()),
         },
     };
+
+    if options.scenarios == Scenarios::Latency {
+        let mut measured = limited(options.scenarios, plan, memory, m1_starts, m1_objects);
+        (measured.floor, measured.latency) = (floor, latency);
+        return Ok(measured);
+    }
 
     say(began, "C1 coalescing");
     let coalesce = PerSubject {
@@ -278,8 +273,36 @@ async fn hold(plane: &ControlPlane, began: Instant) -> Result<(), BenchError> {
 }
 
 /// A scenario skipped by `--memory-only`.
-fn not_run<T>() -> Outcome<T> {
-    Err("not run (--memory-only)".into())
+/// What a run limited to `scenarios` measured besides `memory`: the rest marked not run.
+fn limited(
+    scenarios: Scenarios,
+    plan: &Plan,
+    memory: Vec<MemoryAtScale>,
+    m1_starts: PerSubject<Vec<Start>>,
+    m1_objects: usize,
+) -> Measurements {
+    Measurements {
+        memory,
+        floor: not_run(scenarios),
+        latency: neither(scenarios),
+        coalesce: neither(scenarios),
+        failover: neither(scenarios),
+        sidecar: not_run(scenarios),
+        lease: plan.lease,
+        scale: ScaleMeasurements { m1_starts, m1_objects, cpu: neither(scenarios), m10: None, f10: None },
+    }
+}
+
+fn neither<T>(scenarios: Scenarios) -> PerSubject<T> {
+    PerSubject { ours: not_run(scenarios), stakater: not_run(scenarios) }
+}
+
+fn not_run<T>(scenarios: Scenarios) -> Outcome<T> {
+    Err(match scenarios {
+        Scenarios::All => "not run".into(),
+        Scenarios::Memory => "not run (--memory-only)".into(),
+        Scenarios::Latency => "not run (--latency-only)".into(),
+    })
 }
 
 fn failed(error: BenchError) -> String {

@@ -2,7 +2,7 @@
 //! path as `hack/bench`, so that the harness keeps working. No timing is asserted: only that every
 //! scenario produced a figure and that the JSON and SVG were written.
 
-use reloader_bench::{BenchOptions, run, write_report};
+use reloader_bench::{BenchOptions, Scenarios, run, write_report};
 use reloader_harness::reloader_binary;
 use serde_json::Value;
 
@@ -18,7 +18,7 @@ async fn every_scenario_produces_a_figure_at_small_scale() {
         stakater: None,
         log_dir: out.path().join("logs"),
         hold: false,
-        memory_only: false,
+        scenarios: Scenarios::All,
         // Tiny M10 and F10 (a few hundred objects, 60 Deployments), ours inside the chart's limit.
         m10: true,
     };
@@ -98,6 +98,43 @@ async fn every_scenario_produces_a_figure_at_small_scale() {
     // The chart's memory line reaches M10.
     let largest = report.m1_points.iter().map(|p| p.objects).max().unwrap_or_default();
     assert!(largest > 500, "M10's point is missing from the chart: {:?}", report.m1_points);
+}
+
+/// `--latency-only`: L1, its floor, F1 and A1 have figures; every other scenario says it was not
+/// run, and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latency_only_measures_latency_and_says_what_it_left_out() {
+    let out = tempfile::tempdir().expect("a results directory");
+    let options = BenchOptions {
+        small: true,
+        scales: vec![0.025],
+        repeat: 1,
+        binary: reloader_binary(),
+        stakater: None,
+        log_dir: out.path().join("logs"),
+        hold: false,
+        scenarios: Scenarios::Latency,
+        m10: false,
+    };
+    let report = run(&options).await.expect("the small benchmark runs");
+    let measured = ["L1-", "F1", "A1-"];
+    for row in &report.scenarios {
+        if measured.iter().any(|prefix| row.id.starts_with(prefix)) {
+            assert!(row.ours.is_some(), "{}: no figure ({:?})", row.id, row.error);
+        } else {
+            assert!(row.ours.is_none(), "{} was measured", row.id);
+            assert!(
+                row.error.as_deref().is_some_and(|e| e.contains("--latency-only")),
+                "{}: {:?}",
+                row.id,
+                row.error
+            );
+        }
+    }
+    let ids: Vec<&str> = report.scenarios.iter().map(|s| s.id.as_str()).collect();
+    for scenario in measured.into_iter().chain(["L1-floor"]) {
+        assert!(ids.iter().any(|id| id.starts_with(scenario)), "{scenario} is missing from {ids:?}");
+    }
 }
 
 fn running_as_root() -> bool {
