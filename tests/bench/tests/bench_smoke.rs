@@ -2,6 +2,8 @@
 //! path as `hack/bench`, so that the harness keeps working. No timing is asserted: only that every
 //! scenario produced a figure and that the JSON and SVG were written.
 
+use std::path::Path;
+
 use reloader_bench::{BenchOptions, Scenarios, run, write_report};
 use reloader_harness::reloader_binary;
 use serde_json::Value;
@@ -9,19 +11,7 @@ use serde_json::Value;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_scenario_produces_a_figure_at_small_scale() {
     let out = tempfile::tempdir().expect("a results directory");
-    let options = BenchOptions {
-        small: true,
-        scales: BenchOptions::default_scales(true),
-        repeat: 1,
-        // The debug binary `cargo test` built; Stakater is never part of the smoke run.
-        binary: reloader_binary(),
-        stakater: None,
-        log_dir: out.path().join("logs"),
-        hold: false,
-        scenarios: Scenarios::All,
-        // Tiny M10 and F10 (a few hundred objects, 60 Deployments), ours inside the chart's limit.
-        m10: true,
-    };
+    let options = small_run(out.path());
     let report = run(&options).await.expect("the small benchmark runs");
     print!("{}", report.table());
 
@@ -106,15 +96,10 @@ async fn every_scenario_produces_a_figure_at_small_scale() {
 async fn latency_only_measures_latency_and_says_what_it_left_out() {
     let out = tempfile::tempdir().expect("a results directory");
     let options = BenchOptions {
-        small: true,
         scales: vec![0.025],
-        repeat: 1,
-        binary: reloader_binary(),
-        stakater: None,
-        log_dir: out.path().join("logs"),
-        hold: false,
         scenarios: Scenarios::Latency,
         m10: false,
+        ..small_run(out.path())
     };
     let report = run(&options).await.expect("the small benchmark runs");
     let measured = ["L1-", "F1", "A1-"];
@@ -134,6 +119,23 @@ async fn latency_only_measures_latency_and_says_what_it_left_out() {
     let ids: Vec<&str> = report.scenarios.iter().map(|s| s.id.as_str()).collect();
     for scenario in measured.into_iter().chain(["L1-floor"]) {
         assert!(ids.iter().any(|id| id.starts_with(scenario)), "{scenario} is missing from {ids:?}");
+    }
+}
+
+/// Every scenario at the small sizes, one repetition, writing under `out`.
+fn small_run(out: &Path) -> BenchOptions {
+    BenchOptions {
+        small: true,
+        scales: BenchOptions::default_scales(true),
+        repeat: 1,
+        // The debug binary `cargo test` built; Stakater is never part of the smoke run.
+        binary: reloader_binary(),
+        stakater: None,
+        log_dir: out.join("logs"),
+        hold: false,
+        scenarios: Scenarios::All,
+        // Tiny M10 and F10 (a few hundred objects, 60 Deployments), ours inside the chart's limit.
+        m10: true,
     }
 }
 
