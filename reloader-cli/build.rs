@@ -1,4 +1,5 @@
-//! Stamps `reloader --version` with the git commit and the build date.
+//! Stamps `reloader --version` with the git commit and the build date, and lays out the release
+//! binary's code so that what runs after start-up sits together ([`order_code`]).
 //!
 //! Reproducible: the date is `SOURCE_DATE_EPOCH` when set (release builds and `hack/image` set
 //! it), else the commit's own date, never the wall clock. Works without `.git` (a source tarball
@@ -11,6 +12,7 @@ fn main() {
     println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
     println!("cargo:rerun-if-env-changed=RELOADER_GIT_COMMIT");
     watch_git_head();
+    order_code();
 
     let commit = std::env::var("RELOADER_GIT_COMMIT")
         .ok()
@@ -47,6 +49,32 @@ fn watch_git_head() {
     let packed = common.join("packed-refs");
     if packed.exists() {
         println!("cargo:rerun-if-changed={}", packed.display());
+    }
+}
+
+/// Release builds for x86_64 Linux link with Rust's own lld, which places the functions listed in
+/// `code-order.txt` (written by `hack/code-order`) first and together: the kernel maps code in
+/// blocks of 64 KiB or more, so the steady state's functions scattered over the text would keep
+/// most of the binary resident (docs/benchmark.md, "Resident code"). Names the build does not
+/// have are skipped. Left out when the build chooses another linker, which may not know the flag.
+fn order_code() {
+    const ORDER: &str = "code-order.txt";
+    println!("cargo:rerun-if-changed={ORDER}");
+    println!("cargo:rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
+    let release = std::env::var("PROFILE").is_ok_and(|profile| profile == "release");
+    let target = std::env::var("TARGET").unwrap_or_default();
+    let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    let other_linker = ["linker=", "linker-flavor", "linker-features", "fuse-ld", "link-self-contained"]
+        .iter()
+        .any(|flag| flags.contains(flag));
+    if !release || target != "x86_64-unknown-linux-gnu" || other_linker {
+        return;
+    }
+    let order = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join(ORDER);
+    if order.exists() {
+        println!("cargo:rustc-link-arg-bin=reloader=-Wl,--symbol-ordering-file={}", order.display());
+        println!("cargo:rustc-link-arg-bin=reloader=-Wl,--no-warn-symbol-ordering");
     }
 }
 
