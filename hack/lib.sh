@@ -13,3 +13,11 @@ log() { printf '[hack %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf '[hack] error: %s\n' "$*" >&2; exit 1; }
 # The one version source: [workspace.package] version in Cargo.toml (image tag, chart appVersion).
 workspace_version() { sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$ROOT_DIR/Cargo.toml"; }
+# Builds the benchmark's release binaries (reloader, reloader-bench, reloader-floor) and prints
+# the folder they are in.
+build_release_binaries() {
+  log "building the release binaries (reloader, reloader-bench, reloader-floor)"
+  cargo build --release --locked -p reloader-cli --bin reloader >&2
+  cargo build --release --locked -p reloader-bench --bin reloader-bench --bin reloader-floor >&2
+  printf '%s\n' "${CARGO_TARGET_DIR:-$ROOT_DIR/target}/release"
+}
