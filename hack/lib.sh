@@ -21,3 +21,28 @@ build_release_binaries() {
   cargo build --release --locked -p reloader-bench --bin reloader-bench --bin reloader-floor >&2
   printf '%s\n' "${CARGO_TARGET_DIR:-$ROOT_DIR/target}/release"
 }
+# resolve_code_order <binary> <list>: reloader-cli/code-order.txt's functions under the names
+# <binary> gives them, in the list's order. A name ends in a hash of its crate's build
+# (`17h<hex>E`), which another --target changes (hack/image's static build): a name the binary
+# lacks is matched without its hash, and since a generic function's instances share that name,
+# all of them are listed (a superset: more code packed with the steady state's).
+resolve_code_order() {
+  nm --defined-only "$1" | awk '$2 ~ /^[tTwW]$/ { print $3 }' |
+    awk 'function bare(name) { sub(/17h[0-9a-f]+E$/, "", name); return name }
+         NR == FNR { listed[$1] = FNR; next }
+         { names[++n] = $1; present[$1] = 1 }
+         END {
+           # The bare names of listed functions the binary lacks, at the rank of the first of them.
+           for (name in listed) {
+             if (name in present) continue
+             b = bare(name)
+             if (!(b in missing) || listed[name] < missing[b]) missing[b] = listed[name]
+           }
+           for (i = 1; i <= n; i++) {
+             name = names[i]
+             if (name in listed) print listed[name], name
+             else if (bare(name) in missing) print missing[bare(name)], name
+           }
+         }' "$2" - |
+    sort -s -n -k1,1 | cut -d' ' -f2- | awk '!seen[$0]++'
+}

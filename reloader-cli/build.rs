@@ -59,7 +59,9 @@ fn watch_git_head() {
 /// have are skipped. Left out when the build chooses another linker, which may not know the flag.
 fn order_code() {
     const ORDER: &str = "code-order.txt";
-    println!("cargo:rerun-if-changed={ORDER}");
+    // hack/image's static build names functions differently and passes the list resolved to them.
+    const RESOLVED_ORDER: &str = "RELOADER_CODE_ORDER";
+    println!("cargo:rerun-if-env-changed={RESOLVED_ORDER}");
     println!("cargo:rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
     let release = std::env::var("PROFILE").is_ok_and(|profile| profile == "release");
     let target = std::env::var("TARGET").unwrap_or_default();
@@ -70,8 +72,12 @@ fn order_code() {
     if !release || target != "x86_64-unknown-linux-gnu" || other_linker {
         return;
     }
-    let order = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
-        .join(ORDER);
+    let order = match std::env::var_os(RESOLVED_ORDER) {
+        Some(resolved) => PathBuf::from(resolved),
+        None => PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+            .join(ORDER),
+    };
+    println!("cargo:rerun-if-changed={}", order.display());
     if order.exists() {
         println!("cargo:rustc-link-arg-bin=reloader=-Wl,--symbol-ordering-file={}", order.display());
         println!("cargo:rustc-link-arg-bin=reloader=-Wl,--no-warn-symbol-ordering");

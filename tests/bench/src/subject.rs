@@ -22,6 +22,8 @@ pub const STAKATER_UNAVAILABLE: &str = "unavailable: STAKATER_BIN names no Staka
 /// Stakater v1 serves `/metrics` and `/live` on a fixed port; it has no `--metrics-addr`.
 const STAKATER_PORT: u16 = 9090;
 const READY_POLL: Duration = Duration::from_millis(20);
+/// How often [`Controller::while_alive`] looks whether the process is still there.
+const EXIT_POLL: Duration = Duration::from_millis(200);
 
 /// Which controller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -214,11 +216,7 @@ impl Controller {
                 return Ok(Instant::now());
             }
             if let Some(status) = self.process.exited() {
-                return Err(BenchError::measure(format!(
-                    "{} exited ({status}) before {url} answered; last log lines:\n{}",
-                    self.process.name(),
-                    self.log_tail(20)
-                )));
+                return Err(self.exit_error(status, &format!("before {url} answered")));
             }
             if Instant::now() >= deadline {
                 return Err(BenchError::measure(format!(
@@ -229,6 +227,34 @@ impl Controller {
             }
             tokio::time::sleep(READY_POLL).await;
         }
+    }
+
+    /// Runs `work` (updates, and waits for what they should cause) while the process lives. If it
+    /// exits first, or by the time `work` is done, the scenario fails at once with its log, instead
+    /// of waiting out every deadline for changes a dead controller will never make.
+    pub async fn while_alive<T>(&mut self, work: impl Future<Output = T>) -> Result<T, BenchError> {
+        let mut work = std::pin::pin!(work);
+        let mut poll = tokio::time::interval(EXIT_POLL);
+        let output = loop {
+            tokio::select! {
+                output = &mut work => break output,
+                _ = poll.tick() => if let Some(status) = self.process.exited() {
+                    return Err(self.exit_error(status, "while it was measured"));
+                },
+            }
+        };
+        match self.process.exited() {
+            Some(status) => Err(self.exit_error(status, "while it was measured")),
+            None => Ok(output),
+        }
+    }
+
+    fn exit_error(&self, status: std::process::ExitStatus, when: &str) -> BenchError {
+        BenchError::measure(format!(
+            "{} exited ({status}) {when}; last log lines:\n{}",
+            self.process.name(),
+            self.log_tail(20)
+        ))
     }
 
     /// Its `/metrics` text.

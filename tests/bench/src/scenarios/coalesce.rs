@@ -85,9 +85,9 @@ pub async fn run(
         tokio::time::sleep(UPDATE_GAP).await;
     }
     let deadline = Instant::now() + TIMEOUT;
-    observer
-        .wait_changed(WORKLOAD, generation, deadline)
-        .await
+    controller
+        .while_alive(observer.wait_changed(WORKLOAD, generation, deadline))
+        .await?
         .ok_or_else(|| BenchError::measure("the Deployment never changed"))?;
     // Settled: no write for a quiet period (after the coalescing window has surely closed).
     let mut last = (observer.generation(WORKLOAD), replica_sets.names().len(), Instant::now());

@@ -69,8 +69,14 @@ pub async fn run(
 
     let window = ApiServerWindow::open(plane).await?;
     let load_began = cpu(&controller)?;
-    let updates = paced_updates(&client, &pairs, &observer, 0..plan.l1_updates, L1_INTERVAL, "u1").await?;
-    let changes = resolve(&observer, &updates, CHANGE_TIMEOUT).await;
+    let (updates, changes) = controller
+        .while_alive(async {
+            let updates =
+                paced_updates(&client, &pairs, &observer, 0..plan.l1_updates, L1_INTERVAL, "u1").await?;
+            let changes = resolve(&observer, &updates, CHANGE_TIMEOUT).await;
+            Ok::<_, BenchError>((updates, changes))
+        })
+        .await??;
     tokio::time::sleep(plan.quiet).await;
     let load_ended = cpu(&controller)?;
     let load_apiserver = window.close(plane).await?;

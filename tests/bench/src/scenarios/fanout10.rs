@@ -74,28 +74,26 @@ pub async fn run(
         median_seconds: Vec::new(),
         missed: 0,
     };
-    for run in 0..repeat {
-        let before: Vec<i64> = names.iter().map(|name| observer.generation(name)).collect();
-        let updated = update_configmap(&configmaps, CONFIGMAP, &format!("f10-{run}")).await?;
-        let deadline = Instant::now() + FAN_OUT_TIMEOUT;
-        let mut seconds = Vec::with_capacity(names.len());
-        for (name, generation) in names.iter().zip(before) {
-            match observer.wait_changed(name, generation, deadline).await {
-                Some(at) => seconds.push(at.saturating_duration_since(updated).as_secs_f64()),
-                None => outcome.missed += 1,
+    controller
+        .while_alive(async {
+            for run in 0..repeat {
+                let before: Vec<i64> = names.iter().map(|name| observer.generation(name)).collect();
+                let updated = update_configmap(&configmaps, CONFIGMAP, &format!("f10-{run}")).await?;
+                let deadline = Instant::now() + FAN_OUT_TIMEOUT;
+                let mut seconds = Vec::with_capacity(names.len());
+                for (name, generation) in names.iter().zip(before) {
+                    match observer.wait_changed(name, generation, deadline).await {
+                        Some(at) => seconds.push(at.saturating_duration_since(updated).as_secs_f64()),
+                        None => outcome.missed += 1,
+                    }
+                }
+                outcome.last_seconds.push(percentile(&seconds, 1.0).unwrap_or(f64::NAN));
+                outcome.median_seconds.push(percentile(&seconds, 0.5).unwrap_or(f64::NAN));
+                tokio::time::sleep(plan.quiet).await;
             }
-        }
-        outcome.last_seconds.push(percentile(&seconds, 1.0).unwrap_or(f64::NAN));
-        outcome.median_seconds.push(percentile(&seconds, 0.5).unwrap_or(f64::NAN));
-        tokio::time::sleep(plan.quiet).await;
-    }
-    if let Some(status) = controller.exited() {
-        return Err(BenchError::measure(format!(
-            "{} exited ({status}):\n{}",
-            subject.label(),
-            controller.log_tail(20)
-        )));
-    }
+            Ok::<_, BenchError>(())
+        })
+        .await??;
     controller.kill();
     Ok(outcome)
 }

@@ -72,21 +72,18 @@ pub async fn run(
     controller.wait_ready(START_TIMEOUT).await?;
     tokio::time::sleep(plan.quiet).await;
 
-    let before = RequestCounts::read(&client).await?;
-    let l1_rounds = l1_rounds(&client, &l1, &l1_observer, plan, repeat, "l1").await?;
-    let after_l1 = RequestCounts::read(&client).await?;
-    let l1_updates: usize = l1_rounds.iter().map(|round| round.expected).sum();
-
-    let (f1_seconds, f1_missed) = fan_out(&client, &f1, &f1_observer, repeat, plan).await?;
-    let after_f1 = RequestCounts::read(&client).await?;
-    if let Some(status) = controller.exited() {
-        return Err(BenchError::measure(format!(
-            "{} exited ({status}):\n{}",
-            subject.label(),
-            controller.log_tail(20)
-        )));
-    }
+    let (before, l1_rounds, after_l1, (f1_seconds, f1_missed), after_f1) = controller
+        .while_alive(async {
+            let before = RequestCounts::read(&client).await?;
+            let l1_rounds = l1_rounds(&client, &l1, &l1_observer, plan, repeat, "l1").await?;
+            let after_l1 = RequestCounts::read(&client).await?;
+            let f1 = fan_out(&client, &f1, &f1_observer, repeat, plan).await?;
+            let after_f1 = RequestCounts::read(&client).await?;
+            Ok::<_, BenchError>((before, l1_rounds, after_l1, f1, after_f1))
+        })
+        .await??;
     controller.kill();
+    let l1_updates: usize = l1_rounds.iter().map(|round| round.expected).sum();
 
     Ok(LatencyOutcome {
         l1_rounds,

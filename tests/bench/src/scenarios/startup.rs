@@ -89,8 +89,8 @@ impl StartupFixture {
                 tokio::time::sleep(UPDATE_EVERY).await;
             }
         };
-        let (ready, first_reload) = tokio::join!(controller.wait_ready(START_TIMEOUT), first_reload);
-        let (ready, first_reload) = (ready?, first_reload?);
+        // The first error ends both: a controller that exited is not waited on for its reload.
+        let (ready, first_reload) = tokio::try_join!(controller.wait_ready(START_TIMEOUT), first_reload)?;
 
         tokio::time::sleep(plan.settle).await;
         let mut rss = Vec::with_capacity(plan.rss_samples);
