@@ -21,6 +21,18 @@ build_release_binaries() {
   cargo build --release --locked -p reloader-bench --bin reloader-bench --bin reloader-floor >&2
   printf '%s\n' "${CARGO_TARGET_DIR:-$ROOT_DIR/target}/release"
 }
+# listed_functions <binary> <list>: how many of <list>'s functions <binary> defines, their size in
+# bytes, and the span of code they cover (from the lowest start to the highest end).
+listed_functions() {
+  nm -t d -S --defined-only "$1" |
+    awk 'NR == FNR { listed[$1] = 1; next }
+         NF == 4 && $3 ~ /^[tTwW]$/ && ($4 in listed) && !seen[$4]++ {
+           start = $1 + 0; end = start + $2; bytes += $2; placed++
+           if (placed == 1 || start < low) low = start
+           if (end > high) high = end
+         }
+         END { print placed + 0, bytes + 0, high - low }' "$2" -
+}
 # resolve_code_order <binary> <list>: reloader-cli/code-order.txt's functions under the names
 # <binary> gives them, in the list's order. A name ends in a hash of its crate's build
 # (`17h<hex>E`), which another --target changes (hack/image's static build): a name the binary

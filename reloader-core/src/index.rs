@@ -186,6 +186,12 @@ impl Index {
         self.workloads.slots.iter().flatten()
     }
 
+    /// The workloads of `namespace`, in no particular order: a resource event looks at its own
+    /// namespace without scanning every workload.
+    pub fn workloads_in(&self, namespace: &str) -> impl Iterator<Item = &WorkloadView> {
+        self.workloads.in_namespace(namespace).filter_map(|id| self.workloads.get(id))
+    }
+
     /// Every workload that might reload for the resource `key`, ordered by workload key.
     /// `decide` has the last word; nothing outside the lookups is scanned.
     pub(crate) fn candidates(&self, key: &ResourceKey) -> Vec<&WorkloadView> {
@@ -242,12 +248,9 @@ impl Index {
     pub fn selected_but_unused(&self, resource: &ResourceView, opts: &DecideOptions) -> usize {
         let candidates = self.lookup.candidate_ids(&resource.key);
         self.workloads
-            .ids
-            .iter()
-            .filter(|(key, id)| {
-                *key.namespace == *resource.key.namespace && candidates.binary_search(id).is_err()
-            })
-            .filter_map(|(_, &id)| self.workloads.get(id))
+            .in_namespace(&resource.key.namespace)
+            .filter(|id| candidates.binary_search(id).is_err())
+            .filter_map(|id| self.workloads.get(id))
             .filter(|workload| {
                 matches!(decide(workload, resource, opts), Decision::Skip(SkipReason::NotReferenced))
             })
@@ -409,6 +412,8 @@ struct Slab {
     created: Vec<Option<ResourceVersion>>,
     free: Vec<WorkloadId>,
     ids: HashMap<WorkloadKey, WorkloadId>,
+    /// The sorted ids of each namespace's workloads (a key's namespace never changes).
+    by_namespace: HashMap<Box<str>, Vec<WorkloadId>>,
 }
 
 impl Slab {
@@ -427,8 +432,22 @@ impl Slab {
                 id
             }
         };
+        match self.by_namespace.get_mut(&*key.namespace) {
+            Some(ids) => {
+                if let Err(at) = ids.binary_search(&id) {
+                    ids.insert(at, id);
+                }
+            }
+            None => {
+                self.by_namespace.insert(key.namespace.clone(), vec![id]);
+            }
+        }
         self.ids.insert(key, id);
         id
+    }
+
+    fn in_namespace(&self, namespace: &str) -> impl Iterator<Item = WorkloadId> + '_ {
+        self.by_namespace.get(namespace).into_iter().flatten().copied()
     }
 
     fn get(&self, id: WorkloadId) -> Option<&WorkloadView> {
@@ -446,6 +465,15 @@ impl Slab {
     fn remove(&mut self, id: WorkloadId) -> WorkloadView {
         let view = self.slots[id as usize].take().expect("ids only name occupied slots");
         self.ids.remove(&view.key);
+        let namespace = &*view.key.namespace;
+        if let Some(ids) = self.by_namespace.get_mut(namespace) {
+            if let Ok(at) = ids.binary_search(&id) {
+                ids.remove(at);
+            }
+            if ids.is_empty() {
+                self.by_namespace.remove(namespace);
+            }
+        }
         self.free.push(id);
         view
     }

@@ -325,7 +325,6 @@ impl Reconciler {
         let plans = self.index.read().expect("index lock").plan_changes(view, event, &self.config.decide);
         let targets = plans.iter().filter(|(_, plan)| plan.is_ok()).map(|(workload, _)| workload.clone());
         self.standby.record_unless_leading(&self.leader, view, event, targets);
-        self.record_scan(view, &plans);
         let mut matched = 0u64;
         for (workload, plan) in &plans {
             let decision = decision_span(workload);
@@ -353,6 +352,8 @@ impl Reconciler {
         }
         let result = if matched > 0 { ProcessResult::Queued } else { ProcessResult::NoMatch };
         self.processed(event_type, resource_type, result, received.elapsed());
+        // Counted after the writes are queued: they need not wait for a pass over the namespace.
+        self.record_scan(view, &plans);
     }
 
     /// Counts the event's handling, and records it on the event's span.
@@ -395,7 +396,7 @@ impl Reconciler {
     ) {
         let mut counts: BTreeMap<WorkloadKind, (u64, u64)> = BTreeMap::new();
         let index = self.index.read().expect("index lock");
-        for workload in index.workloads().filter(|w| w.key.namespace == resource.key.namespace) {
+        for workload in index.workloads_in(&resource.key.namespace) {
             counts.entry(workload.key.kind).or_default().0 += 1;
         }
         let unused = index.selected_but_unused(resource, &self.config.decide);

@@ -492,6 +492,37 @@ fn plan_changes_leave_out_workloads_created_after_the_change() {
 /// Stakater runs its strategy on every workload a rule selects, used or not; those that do not
 /// use the resource are counted here (no candidates, so `plan_changes` never sees them).
 #[test]
+fn workloads_by_namespace() {
+    let mut index = index_of(&[
+        deployment("a"),
+        deployment("b").in_namespace("other"),
+        deployment("c"),
+        deployment("d").in_namespace("other"),
+    ]);
+    let in_ns = |index: &Index, namespace: &str| {
+        let mut names: Vec<String> = index.workloads_in(namespace).map(|w| w.key.name.to_string()).collect();
+        names.sort();
+        names
+    };
+    assert_eq!(in_ns(&index, "default"), ["a", "c"]);
+    assert_eq!(in_ns(&index, "other"), ["b", "d"]);
+    assert!(in_ns(&index, "third").is_empty());
+
+    // A freed id reused in another namespace leaves the first one's list.
+    index.remove_workload(&deployment("a").view().key);
+    assert!(index.upsert_workload(deployment("e").in_namespace("third").view()).is_none());
+    assert_eq!(in_ns(&index, "default"), ["c"]);
+    assert_eq!(in_ns(&index, "third"), ["e"]);
+
+    // An update keeps it listed once; the last removal forgets the namespace.
+    assert!(index.upsert_workload(deployment("c").annotate(AUTO, "true").view()).is_some());
+    assert_eq!(in_ns(&index, "default"), ["c"]);
+    index.remove_workload(&deployment("c").view().key);
+    assert!(in_ns(&index, "default").is_empty());
+    assert!(!index.workloads.by_namespace.contains_key("default"));
+}
+
+#[test]
 fn selected_but_unused() {
     let workloads = [
         deployment("auto-own").annotate(AUTO, "true").uses_cm("app", "own", EnvFrom),
