@@ -13,13 +13,18 @@ log() { printf '[hack %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf '[hack] error: %s\n' "$*" >&2; exit 1; }
 # The one version source: [workspace.package] version in Cargo.toml (image tag, chart appVersion).
 workspace_version() { sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$ROOT_DIR/Cargo.toml"; }
+# The target the container image is built for (hack/image). A function's symbol name ends in a
+# hash of its crate's build, and cargo hashes whether `--target` was given: the benchmark's
+# binaries are built with it too, so reloader-cli/code-order.txt, recorded on them by
+# hack/code-order, names the image's functions exactly.
+RELEASE_TARGET=x86_64-unknown-linux-gnu
 # Builds the benchmark's release binaries (reloader, reloader-bench, reloader-floor) and prints
 # the folder they are in.
 build_release_binaries() {
-  log "building the release binaries (reloader, reloader-bench, reloader-floor)"
-  cargo build --release --locked -p reloader-cli --bin reloader >&2
-  cargo build --release --locked -p reloader-bench --bin reloader-bench --bin reloader-floor >&2
-  printf '%s\n' "${CARGO_TARGET_DIR:-$ROOT_DIR/target}/release"
+  log "building the release binaries (reloader, reloader-bench, reloader-floor) for $RELEASE_TARGET"
+  cargo build --release --locked --target "$RELEASE_TARGET" -p reloader-cli --bin reloader >&2
+  cargo build --release --locked --target "$RELEASE_TARGET" -p reloader-bench --bin reloader-bench --bin reloader-floor >&2
+  printf '%s\n' "${CARGO_TARGET_DIR:-$ROOT_DIR/target}/$RELEASE_TARGET/release"
 }
 # listed_functions <binary> <list>: how many of <list>'s functions <binary> defines, their size in
 # bytes, and the span of code they cover (from the lowest start to the highest end).
@@ -35,9 +40,9 @@ listed_functions() {
 }
 # resolve_code_order <binary> <list>: reloader-cli/code-order.txt's functions under the names
 # <binary> gives them, in the list's order. A name ends in a hash of its crate's build
-# (`17h<hex>E`), which another --target changes (hack/image's static build): a name the binary
-# lacks is matched without its hash, and since a generic function's instances share that name,
-# all of them are listed (a superset: more code packed with the steady state's).
+# (`17h<hex>E`), which another toolchain or build setting can change: a name the binary lacks is
+# matched without its hash, and since a generic function's instances share that name, all of
+# them are listed (a superset: more code packed with the steady state's).
 resolve_code_order() {
   nm --defined-only "$1" | awk '$2 ~ /^[tTwW]$/ { print $3 }' |
     awk 'function bare(name) { sub(/17h[0-9a-f]+E$/, "", name); return name }

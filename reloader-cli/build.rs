@@ -59,7 +59,7 @@ fn watch_git_head() {
 /// have are skipped. Left out when the build chooses another linker, which may not know the flag.
 fn order_code() {
     const ORDER: &str = "code-order.txt";
-    // hack/image's static build names functions differently and passes the list resolved to them.
+    // hack/image passes the list resolved to its build's names when some differ from the list's.
     const RESOLVED_ORDER: &str = "RELOADER_CODE_ORDER";
     println!("cargo:rerun-if-env-changed={RESOLVED_ORDER}");
     println!("cargo:rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
