@@ -489,8 +489,7 @@ fn plan_changes_leave_out_workloads_created_after_the_change() {
     );
 }
 
-/// Stakater runs its strategy on every workload a rule selects, used or not; those that do not
-/// use the resource are counted here (no candidates, so `plan_changes` never sees them).
+/// A resource event's scan metrics read its namespace's workloads alone.
 #[test]
 fn workloads_by_namespace() {
     let mut index = index_of(&[
@@ -522,6 +521,8 @@ fn workloads_by_namespace() {
     assert!(!index.workloads.by_namespace.contains_key("default"));
 }
 
+/// Stakater runs its strategy on every workload a rule selects, used or not; those that do not
+/// use the resource are counted here (no candidates, so `plan_changes` never sees them).
 #[test]
 fn selected_but_unused() {
     let workloads = [
