@@ -48,14 +48,16 @@ pub(crate) fn review(
     let patch = match serde_json::from_value::<json_patch::Patch>(Value::Array(ops)) {
         Ok(patch) => patch,
         Err(e) => {
-            warn!(error = ?e.classify(), "admission review: the patch does not parse; allowed unchanged");
+            warn!(kind = %request.kind.kind, namespace = ?request.namespace, name = %request.name,
+                error = ?e.classify(), "admission review: the patch does not parse; allowed unchanged");
             return (AdmissionResponse::from(request), Outcome::Error);
         }
     };
     match allowed.with_patch(patch) {
         Ok(patched) => (patched, Outcome::Patched),
         Err(e) => {
-            warn!(error = %e, "admission review: the patch does not serialize; allowed unchanged");
+            warn!(kind = %request.kind.kind, namespace = ?request.namespace, name = %request.name,
+                error = %e, "admission review: the patch does not serialize; allowed unchanged");
             (AdmissionResponse::from(request), Outcome::Error)
         }
     }

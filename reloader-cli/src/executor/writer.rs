@@ -163,7 +163,7 @@ impl Writer {
         let started = Instant::now();
         let attempts = Attempts::new(key);
         let build = |w: &dyn Workload| w.reload_write(changes, &self.write_context());
-        let result = self.with_retries(key, || self.attempt(key, &attempts, &build)).await;
+        let (result, retries) = self.with_retries(key, || self.attempt(key, &attempts, &build)).await;
         record_outcome(&result);
         let target = attempts.into_target();
         let kind = key.kind;
@@ -173,7 +173,7 @@ impl Writer {
                 self.metrics.action(kind, ActionResult::Success, started.elapsed());
                 self.metrics.reload_latency(first_event.elapsed());
                 for change in changes {
-                    info!(workload = %key, resource = %change.resource, strategy = change.strategy.as_str(), "reloaded");
+                    info!(workload = %key, resource = %change.resource, strategy = change.strategy.as_str(), retries, "reloaded");
                     self.events.record(WorkloadEvent::reloaded(target.clone(), &change.resource));
                     if let Some(alerts) = &self.alerts {
                         alerts
@@ -195,7 +195,7 @@ impl Writer {
                 self.metrics.action(kind, ActionResult::Error, started.elapsed());
                 self.metrics.error(failure.error_type());
                 let resources: Vec<String> = changes.iter().map(|c| c.resource.to_string()).collect();
-                error!(workload = %key, resources = ?resources, error = %failure, "reload failed");
+                error!(workload = %key, resources = ?resources, retries, error = %failure, "reload failed");
                 // One per resource, as Stakater handles (and reports) each change on its own.
                 let text = failure.event_text();
                 for change in changes {
@@ -208,7 +208,7 @@ impl Writer {
     pub(crate) async fn resume(&self, key: &WorkloadKey) {
         let attempts = Attempts::new(key);
         let build = |w: &dyn Workload| Ok(w.resume_write(&self.write_context()));
-        let result = self.with_retries(key, || self.attempt(key, &attempts, &build)).await;
+        let (result, _) = self.with_retries(key, || self.attempt(key, &attempts, &build)).await;
         record_outcome(&result);
         match result {
             Ok(Outcome::Written) => info!(workload = %key, "pause period over; resumed"),
@@ -222,16 +222,20 @@ impl Writer {
         }
     }
 
-    async fn with_retries<F, Fut>(&self, key: &WorkloadKey, mut attempt: F) -> Result<Outcome, WriteFailure>
+    /// The write's result, and how many times it was retried.
+    async fn with_retries<F, Fut>(
+        &self,
+        key: &WorkloadKey,
+        mut attempt: F,
+    ) -> (Result<Outcome, WriteFailure>, u32)
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<Outcome, WriteFailure>>,
     {
         let (mut conflicts, mut transient) = (0, 0);
-        // Recorded once, at the end: a span field recorded again is logged twice.
         let finish = |result, retries: u32| {
             tracing::Span::current().record("reloader.write.retries", retries);
-            result
+            (result, retries)
         };
         loop {
             // Each attempt, not just the first: a replica demoted during retries must stop writing.

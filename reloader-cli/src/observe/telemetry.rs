@@ -19,7 +19,7 @@ use opentelemetry::{Key, Value};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanExporter as _};
 use reloader_core::options::LogLevel;
-use tracing_subscriber::filter::{EnvFilter, LevelFilter, Targets};
+use tracing_subscriber::filter::{EnvFilter, FilterExt as _, LevelFilter, Targets, filter_fn};
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{Layer as _, fmt};
@@ -92,42 +92,22 @@ pub enum Traces<'a> {
 /// [`otlp::resolve`]; a setting that cannot work (an unknown protocol, an unreadable CA file) is
 /// an error, reported before anything runs.
 pub fn init(json: bool, level: LogLevel, traces: Traces<'_>) -> anyhow::Result<TelemetryGuard> {
-    let filter = log_filter(level, std::env::var("RUST_LOG").ok().as_deref())?;
-
+    let rust_log = std::env::var("RUST_LOG").ok();
     let settings = match traces {
         Traces::Off => None,
         Traces::Exported { otlp_endpoint } => otlp::resolve(otlp_endpoint, |name| std::env::var(name).ok())?,
     };
     let tracer_provider = settings.as_ref().map(tracer_provider).transpose()?;
-    let otel_layer = tracer_provider.as_ref().map(|provider| {
-        let exported =
-            NOT_EXPORTED.iter().fold(Targets::new().with_default(LevelFilter::TRACE), |targets, target| {
-                targets.with_target(*target, LevelFilter::OFF)
-            });
-        tracing_opentelemetry::layer().with_tracer(provider.tracer(SERVICE_NAME)).with_filter(exported)
-    });
-
     let ansi = std::io::stderr().is_terminal();
-    // The ids replace the span list: a trace backend shows the spans, the line links to them.
-    let json_layer = json.then(|| {
-        fmt::layer()
-            .json()
-            .flatten_event(true)
-            .event_format(WithTraceIds(
-                fmt::format().json().flatten_event(true).with_current_span(false).with_span_list(false),
-            ))
-            .with_writer(std::io::stderr)
-            .with_ansi(false)
-    });
-    let text_layer = (!json).then(|| fmt::layer().with_writer(std::io::stderr).with_ansi(ansi));
-
-    tracing_subscriber::registry()
-        .with(filter)
-        .with(json_layer)
-        .with(text_layer)
-        .with(otel_layer)
-        .try_init()
-        .context("installing the global tracing subscriber")?;
+    subscriber(
+        || log_filter(level, rust_log.as_deref()),
+        json,
+        ansi,
+        std::io::stderr,
+        tracer_provider.as_ref(),
+    )?
+    .try_init()
+    .context("installing the global tracing subscriber")?;
     if let Some(settings) = &settings {
         tracing::info!(
             protocol = settings.protocol.as_label(),
@@ -137,6 +117,50 @@ pub fn init(json: bool, level: LogLevel, traces: Traces<'_>) -> anyhow::Result<T
     }
 
     Ok(TelemetryGuard { tracer_provider })
+}
+
+/// The subscriber: log lines (to `writer`) and the exported spans, if any, each under `filter`.
+///
+/// Log lines name their workload and resource themselves, so spans are for trace export only.
+/// Every layer is filtered on its own (no global filter, no `None` layer, either of which counts
+/// as wanting every span), so a span nothing exports is never created: a reload opens three
+/// (docs/benchmark.md).
+fn subscriber<W>(
+    filter: impl Fn() -> anyhow::Result<EnvFilter>,
+    json: bool,
+    ansi: bool,
+    writer: W,
+    tracer_provider: Option<&SdkTracerProvider>,
+) -> anyhow::Result<impl tracing::Subscriber + Send + Sync + 'static>
+where
+    W: for<'w> fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    let log_layer = if json {
+        // The ids link the line to its trace, when the line was written inside an exported span.
+        fmt::layer()
+            .json()
+            .flatten_event(true)
+            .event_format(WithTraceIds(
+                fmt::format().json().flatten_event(true).with_current_span(false).with_span_list(false),
+            ))
+            .with_writer(writer)
+            .with_ansi(false)
+            .boxed()
+    } else {
+        fmt::layer().with_writer(writer).with_ansi(ansi).boxed()
+    };
+    let logged = filter()?.and(filter_fn(|metadata| metadata.is_event()));
+    let mut layers = vec![log_layer.with_filter(logged).boxed()];
+    if let Some(provider) = tracer_provider {
+        let exported =
+            NOT_EXPORTED.iter().fold(Targets::new().with_default(LevelFilter::TRACE), |targets, target| {
+                targets.with_target(*target, LevelFilter::OFF)
+            });
+        let tracer = provider.tracer(SERVICE_NAME);
+        let exported = filter()?.and(exported);
+        layers.push(tracing_opentelemetry::layer().with_tracer(tracer).with_filter(exported).boxed());
+    }
+    Ok(tracing_subscriber::registry().with(layers))
 }
 
 /// The filter for a `--log-level` value, unless `rust_log` (the `RUST_LOG` variable) is set.

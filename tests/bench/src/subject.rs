@@ -297,3 +297,38 @@ pub fn version_of(binary: &Path) -> Option<String> {
     let text = String::from_utf8_lossy(&output.stdout);
     text.lines().next().map(|line| line.trim().to_owned()).filter(|line| !line.is_empty())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A "controller" that is the shell running `script`, its output in `dir`.
+    fn shell(dir: &Path, script: &str) -> Controller {
+        let log = dir.join("shell.log");
+        let args = ["-c".to_owned(), script.to_owned()];
+        let process = Process::start("shell", Path::new("/bin/sh"), &args, &[], &log).expect("sh starts");
+        Controller {
+            process,
+            started: Instant::now(),
+            port: 0,
+            ready_path: "/readyz",
+            log,
+            _kubeconfig: None,
+            _network: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_controller_that_exits_fails_the_work_at_once_with_its_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut gone = shell(dir.path(), "echo 'panicked at the watch'; exit 3");
+        let waited = Instant::now();
+        let error = gone.while_alive(tokio::time::sleep(Duration::from_secs(60))).await.unwrap_err();
+        assert!(waited.elapsed() < Duration::from_secs(10), "waited {:?}", waited.elapsed());
+        let error = error.to_string();
+        assert!(error.contains("exited") && error.contains("panicked at the watch"), "{error}");
+
+        let mut alive = shell(dir.path(), "sleep 60");
+        assert_eq!(alive.while_alive(async { 7 }).await.unwrap(), 7, "a live controller's work is returned");
+    }
+}

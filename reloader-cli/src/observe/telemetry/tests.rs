@@ -181,3 +181,74 @@ async fn spans_are_exported_to_a_local_otlp_receiver_on_shutdown() {
     let service = b"reloader";
     assert!(body.windows(service.len()).any(|window| window == service), "service name missing");
 }
+
+/// What a test subscriber wrote, shared with its writer.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+    }
+}
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Whether `dispatch` wants a span callsite at all (its `Interest`): "never" is what lets
+/// `info_span!` skip making the span. Asked of the dispatch itself, since a callsite's cached
+/// interest also counts the global subscriber another test in this binary installs.
+fn wants_spans(dispatch: &tracing::Dispatch) -> bool {
+    let span = tracing::callsite!(name: "reloader.probe", kind: tracing::metadata::Kind::SPAN, level: tracing::Level::INFO, fields: []);
+    !dispatch.register_callsite(tracing::callsite::Callsite::metadata(span)).is_never()
+}
+
+#[test]
+fn without_an_exporter_spans_are_never_made_and_log_lines_carry_their_own_fields() {
+    for json in [false, true] {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let logs =
+            subscriber(|| log_filter(LogLevel::Trace, None), json, false, move || writer.clone(), None)
+                .unwrap();
+        let logs = tracing::Dispatch::new(logs);
+        assert!(!wants_spans(&logs), "json={json}: a span nothing exports would be made");
+        tracing::dispatcher::with_default(&logs, || {
+            let span = tracing::info_span!("reloader.probe", "reloader.probe.field" = "in-the-span");
+            span.in_scope(|| tracing::info!(workload = "default/web", "probe line"));
+        });
+        let text = captured.text();
+        assert!(text.contains("probe line") && text.contains("default/web"), "json={json}: {text}");
+        assert!(!text.contains("in-the-span") && !text.contains("trace_id"), "json={json}: {text}");
+    }
+}
+
+#[test]
+fn with_an_exporter_spans_are_made_and_json_lines_carry_their_ids() {
+    let provider = SdkTracerProvider::builder().build();
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let logs =
+        subscriber(|| log_filter(LogLevel::Info, None), true, false, move || writer.clone(), Some(&provider))
+            .unwrap();
+    let logs = tracing::Dispatch::new(logs);
+    assert!(wants_spans(&logs), "an exported span would not be made");
+    tracing::dispatcher::with_default(&logs, || {
+        let span = tracing::info_span!("reloader.probe", "reloader.probe.field" = "in-the-span");
+        span.in_scope(|| tracing::info!(workload = "default/web", "probe line"));
+    });
+    let text = captured.text();
+    let line: serde_json::Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(line["workload"], "default/web", "{text}");
+    let id = |key: &str| line[key].as_str().unwrap_or_default().len();
+    assert_eq!((id("trace_id"), id("span_id")), (32, 16), "{text}");
+    assert!(!text.contains("in-the-span"), "the span's fields are the trace's, not the line's: {text}");
+}
