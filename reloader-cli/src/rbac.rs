@@ -219,28 +219,21 @@ pub(crate) fn explain(denied: Vec<Need>) -> Vec<Need> {
     reads
 }
 
-/// Checks the needs, explains what is missing and holds readiness back while a read is missing;
-/// the returned task re-checks the missing reads until they are granted (then it idles).
-pub(crate) async fn check(
-    review: Arc<dyn AccessReview>,
-    needs: &[Need],
-    health: &Health,
-) -> impl Future<Output = ()> + Send + 'static {
-    let missing_reads = explain(denied(review.as_ref(), needs).await);
-    health.set_reads_granted(missing_reads.is_empty());
-    let health = health.clone();
-    async move {
-        let mut missing = missing_reads;
-        while !missing.is_empty() {
-            tokio::time::sleep(RECHECK_PERIOD).await;
-            missing = denied(review.as_ref(), &missing).await;
-            if missing.is_empty() {
-                info!("RBAC: every permission reloader reads with is granted now");
-                health.set_reads_granted(true);
-            }
+/// Checks the needs, explains what is missing and holds readiness back while a read is missing
+/// (and until the check is done: nothing is granted before it is known). Then re-checks the
+/// missing reads until they are granted, and idles.
+pub(crate) async fn check(review: Arc<dyn AccessReview>, needs: Vec<Need>, health: Health) {
+    let mut missing = explain(denied(review.as_ref(), &needs).await);
+    health.set_reads_granted(missing.is_empty());
+    while !missing.is_empty() {
+        tokio::time::sleep(RECHECK_PERIOD).await;
+        missing = denied(review.as_ref(), &missing).await;
+        if missing.is_empty() {
+            info!("RBAC: every permission reloader reads with is granted now");
+            health.set_reads_granted(true);
         }
-        std::future::pending::<()>().await;
     }
+    std::future::pending::<()>().await;
 }
 
 /// For a kind that is only auto-detected: the verbs RBAC denies on it somewhere in `namespaces`

@@ -95,19 +95,20 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         None => Leadership::always(),
     };
 
-    if let Some(meta) = &options.meta_info {
-        let options_json = serde_json::to_string(&options).unwrap_or_default();
-        if let Err(e) = crate::meta_info::publish(
-            client.clone(),
-            &meta.namespace,
-            meta.deployment_name.as_deref(),
-            options_json,
-        )
-        .await
-        {
-            // `{:#}`: the API server's reason (e.g. forbidden) is in the cause chain.
-            warn!(error = %format_args!("{e:#}"), "could not publish the reloader-meta-info ConfigMap");
-        }
+    // The meta-info ConfigMap, beside the start-up rather than before it: nothing waits for it.
+    if let Some(meta) = options.meta_info.clone() {
+        let (client, options_json) = (client.clone(), serde_json::to_string(&options).unwrap_or_default());
+        supervisor.spawn("meta-info", async move {
+            let deployment_name = meta.deployment_name.as_deref();
+            if let Err(e) =
+                crate::meta_info::publish(client, &meta.namespace, deployment_name, options_json).await
+            {
+                // `{:#}`: the API server's reason (e.g. forbidden) is in the cause chain.
+                warn!(error = %format_args!("{e:#}"), "could not publish the reloader-meta-info ConfigMap");
+            }
+            // Published once; a task that ends would stop the process.
+            std::future::pending().await
+        });
     }
 
     // Which kinds to watch, and the shared state the stages read.
@@ -132,12 +133,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         );
         sources_config = sources_config.without_csi();
     }
-    // Each missing permission said once, with the rule to add; not ready while a read is missing.
-    let recheck = rbac::check(review, &rbac::required(&options, &kinds, csi), &health).await;
-    supervisor.spawn("RBAC re-check", async move {
-        recheck.await;
-        Ok(())
-    });
+    let rbac_needs = rbac::required(&options, &kinds, csi);
     let index = Arc::new(RwLock::new(Index::default()));
     let scope = ScopeFilter::new(&options.namespace_scope);
     let (recorder, event_delivery) = EventRecorder::new(client.clone());
@@ -257,6 +253,17 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             Err(anyhow!("the watch stream ended"))
         });
     }
+
+    // Each missing permission said once, with the rule to add; not ready until checked, nor while
+    // a read is missing. Checked beside the watches' first lists: a denied watch fails on its own.
+    health.set_reads_granted(false);
+    supervisor.spawn("RBAC check", {
+        let health = health.clone();
+        async move {
+            rbac::check(review, rbac_needs, health).await;
+            Ok(())
+        }
+    });
 
     // Pause periods end on time on whichever replica leads (a resume is a write).
     if notifier.is_none() {

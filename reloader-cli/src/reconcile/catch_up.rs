@@ -12,7 +12,7 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use reloader_core::decide::{DecideOptions, ResourceEventKind};
 use reloader_core::index::Index;
@@ -29,6 +29,9 @@ use crate::observe::http::Health;
 use crate::observe::metrics::{EventType, Metrics, SkipReason};
 use crate::scope::ScopeFilter;
 use crate::sources::Synced;
+
+/// How long after the caches synced start-up's memory is released.
+const RELEASE_AFTER_SYNC: Duration = Duration::from_secs(1);
 
 /// The options the catch-up sweep uses.
 #[derive(Debug, Clone)]
@@ -63,7 +66,7 @@ pub(crate) struct CatchUp {
 impl CatchUp {
     /// Waits for every watch's first list, reports ready, then sweeps on each leadership gain.
     /// Returns when the leadership channel closes.
-    pub(crate) async fn run(self, synced: Vec<Synced>, mut leader: watch::Receiver<bool>) {
+    pub(crate) async fn run(self, synced: Vec<Synced>, leader: watch::Receiver<bool>) {
         let started = Instant::now();
         for mut rx in synced {
             let _ = rx.wait_for(|done| *done).await;
@@ -77,9 +80,18 @@ impl CatchUp {
             heap_allocated_bytes = crate::observe::memory::heap_allocated(),
             "caches synced; ready"
         );
-        crate::observe::memory::release_after_sync();
         self.health.set_ready(true);
+        // Start-up's memory goes back once the first sweep's writes are out: releasing it at once
+        // would page out the code that sweep and those writes run next.
+        let release = async {
+            tokio::time::sleep(RELEASE_AFTER_SYNC).await;
+            crate::observe::memory::release_after_sync();
+        };
+        tokio::join!(release, self.sweeps(leader));
+    }
 
+    /// A catch-up on each leadership gain, until the leadership channel closes.
+    async fn sweeps(&self, mut leader: watch::Receiver<bool>) {
         loop {
             if leader.wait_for(|l| *l).await.is_err() {
                 return;

@@ -114,6 +114,12 @@ impl RequestClass {
     }
 }
 
+/// kube-apiserver's `/metrics`, as text.
+pub async fn apiserver_metrics(client: &Client) -> Result<String, BenchError> {
+    let request = axum::http::Request::get("/metrics").body(Vec::new()).map_err(BenchError::measure)?;
+    Ok(client.request_text(request).await?)
+}
+
 /// Requests counted per class since the API server started.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct RequestCounts(pub BTreeMap<RequestClass, u64>);
@@ -121,11 +127,11 @@ pub struct RequestCounts(pub BTreeMap<RequestClass, u64>);
 impl RequestCounts {
     /// Reads kube-apiserver's `/metrics`.
     pub async fn read(client: &Client) -> Result<Self, BenchError> {
-        let request = axum::http::Request::get("/metrics").body(Vec::new()).map_err(BenchError::measure)?;
-        Ok(Self::parse(&client.request_text(request).await?))
+        Ok(Self::parse(&apiserver_metrics(client).await?))
     }
 
-    fn parse(metrics: &str) -> Self {
+    /// The counts in a `/metrics` text.
+    pub fn parse(metrics: &str) -> Self {
         let mut counts = BTreeMap::new();
         for line in
             metrics.lines().filter(|l| l.starts_with("apiserver_flowcontrol_dispatched_requests_total{"))

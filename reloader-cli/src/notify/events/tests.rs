@@ -4,7 +4,8 @@ use reloader_core::model::{ResourceKey, ResourceKind, WorkloadKey, WorkloadKind}
 use std::time::Duration;
 
 use super::{
-    EventReason, EventSource, EventTarget, Observations, SpamFilter, WorkloadEvent, event_name, truncate,
+    DELIVERY_DELAY, EventReason, EventRecorder, EventSink as _, EventSource, EventTarget, Observations,
+    SpamFilter, WorkloadEvent, event_name, truncate,
 };
 
 fn target(kind: WorkloadKind, name: &str) -> EventTarget {
@@ -236,4 +237,36 @@ fn reasons_have_their_labels() {
         .into();
     assert_eq!(labels, ["Reloaded", "ReloadFail", "InvalidAnnotation"]);
     assert_eq!(EventSource::Reloader.as_label(), "reloader");
+}
+
+/// Each Event is written [`DELIVERY_DELAY`] after it was recorded, and Events recorded together
+/// are written together: the wait does not add up over a fan-out.
+#[tokio::test(start_paused = true)]
+async fn events_are_written_a_delay_after_they_were_recorded_not_one_after_another() {
+    const CREATED: &[u8] =
+        br#"{"apiVersion":"v1","kind":"Event","metadata":{"name":"web.1"},"involvedObject":{}}"#;
+    let (sent, mut writes) = tokio::sync::mpsc::unbounded_channel();
+    let api = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let _ = sent.send((request.method().clone(), tokio::time::Instant::now()));
+        async {
+            let created =
+                http::Response::builder().status(201).body(kube::client::Body::from(CREATED.to_vec()));
+            Ok::<_, std::convert::Infallible>(created.expect("a valid response"))
+        }
+    });
+    let (recorder, delivery) = EventRecorder::new(kube::Client::new(api, "default"));
+    let delivery = tokio::spawn(delivery);
+
+    let recorded = tokio::time::Instant::now();
+    for name in ["web", "api"] {
+        let settings = resource(ResourceKind::ConfigMap, "settings");
+        recorder.record(WorkloadEvent::reloaded(target(WorkloadKind::Deployment, name), &settings));
+    }
+    for _ in ["web", "api"] {
+        let (method, at) = writes.recv().await.expect("an Event written");
+        assert_eq!(method, http::Method::POST, "a first Event is created");
+        assert_eq!(at - recorded, DELIVERY_DELAY);
+    }
+    drop(recorder);
+    delivery.await.expect("the delivery ends with its last handle");
 }

@@ -11,7 +11,7 @@ use kube::api::Api;
 use super::pairs::{Annotated, Pairs, create_pairs, update_configmap};
 use crate::observer::WorkloadObserver;
 use crate::stats::percentile;
-use crate::subject::{Launch, Subject};
+use crate::subject::{Controller, Launch, Subject};
 use crate::{BenchError, Plan};
 use reloader_harness::ControlPlane;
 
@@ -45,19 +45,14 @@ impl StartupFixture {
         Ok(Self { pairs, observer, runs: 0 })
     }
 
-    /// Starts `subject`, measures, and stops it.
-    pub async fn measure(
-        &mut self,
-        plane: &ControlPlane,
-        subject: &Subject,
-        log_dir: &Path,
-        plan: &Plan,
-    ) -> Result<StartupSample, BenchError> {
-        let launch = Launch::named(format!("m1-{}", self.runs + 1));
-        self.measure_as(plane, subject, log_dir, plan, launch).await
+    /// A new watch on the Deployment, after kube-apiserver restarted: the old one may sit in its
+    /// reconnect backoff for seconds, and S1 would count them.
+    pub async fn watch_again(&mut self, plane: &ControlPlane) -> Result<(), BenchError> {
+        self.observer = WorkloadObserver::start(plane.client(), &self.pairs.namespace).await?;
+        Ok(())
     }
 
-    /// [`Self::measure`], started as `launch` says (in a cgroup, say).
+    /// Starts `subject` as `launch` says (in a cgroup, say), measures, and stops it.
     pub async fn measure_as(
         &mut self,
         plane: &ControlPlane,
@@ -66,6 +61,24 @@ impl StartupFixture {
         plan: &Plan,
         launch: Launch,
     ) -> Result<StartupSample, BenchError> {
+        let started = self.start(plane, subject, log_dir, launch).await?;
+        settle(started, subject, plan).await
+    }
+
+    /// How the next start is launched by default: named after its run.
+    pub fn next_launch(&self) -> Launch {
+        Launch::named(format!("m1-{}", self.runs + 1))
+    }
+
+    /// The start-up alone: starts `subject` and returns once it is ready and its first reload
+    /// applied; [`settle`] measures the rest and stops it.
+    pub async fn start(
+        &mut self,
+        plane: &ControlPlane,
+        subject: &Subject,
+        log_dir: &Path,
+        launch: Launch,
+    ) -> Result<Started, BenchError> {
         self.runs += 1;
         let client = plane.client();
         let (configmap, workload) = self.pairs.pairs[0].clone();
@@ -91,29 +104,45 @@ impl StartupFixture {
         };
         // The first error ends both: a controller that exited is not waited on for its reload.
         let (ready, first_reload) = tokio::try_join!(controller.wait_ready(START_TIMEOUT), first_reload)?;
-
-        tokio::time::sleep(plan.settle).await;
-        let mut rss = Vec::with_capacity(plan.rss_samples);
-        for _ in 0..plan.rss_samples {
-            let memory = controller.memory().ok_or_else(|| {
-                BenchError::measure(format!(
-                    "{} exited while settling:\n{}",
-                    subject.label(),
-                    controller.log_tail(20)
-                ))
-            })?;
-            rss.push(memory.rss_bytes as f64);
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-        let peak = controller.memory().map(|m| m.peak_bytes as f64).unwrap_or_default();
-        let heap_bytes = super::floor::live_heap(&controller, subject.flavour).await;
-        controller.kill();
-        Ok(StartupSample {
+        Ok(Started {
+            controller,
             ready_seconds: ready.duration_since(started).as_secs_f64(),
             first_reload_seconds: first_reload.saturating_duration_since(started).as_secs_f64(),
-            steady_bytes: percentile(&rss, 0.5).unwrap_or_default(),
-            peak_bytes: peak,
-            heap_bytes,
         })
     }
+}
+
+/// A controller past its start-up: ready, its first reload applied.
+pub struct Started {
+    controller: Controller,
+    ready_seconds: f64,
+    first_reload_seconds: f64,
+}
+
+/// Lets the started controller settle, measures its memory, and stops it.
+pub async fn settle(started: Started, subject: &Subject, plan: &Plan) -> Result<StartupSample, BenchError> {
+    let Started { mut controller, ready_seconds, first_reload_seconds } = started;
+    tokio::time::sleep(plan.settle).await;
+    let mut rss = Vec::with_capacity(plan.rss_samples);
+    for _ in 0..plan.rss_samples {
+        let memory = controller.memory().ok_or_else(|| {
+            BenchError::measure(format!(
+                "{} exited while settling:\n{}",
+                subject.label(),
+                controller.log_tail(20)
+            ))
+        })?;
+        rss.push(memory.rss_bytes as f64);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let peak = controller.memory().map(|m| m.peak_bytes as f64).unwrap_or_default();
+    let heap_bytes = super::floor::live_heap(&controller, subject.flavour).await;
+    controller.kill();
+    Ok(StartupSample {
+        ready_seconds,
+        first_reload_seconds,
+        steady_bytes: percentile(&rss, 0.5).unwrap_or_default(),
+        peak_bytes: peak,
+        heap_bytes,
+    })
 }
