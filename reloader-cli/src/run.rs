@@ -137,7 +137,9 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     let index = Arc::new(RwLock::new(Index::default()));
     let scope = ScopeFilter::new(&options.namespace_scope);
     let (recorder, event_delivery) = EventRecorder::new(client.clone());
-    supervisor.spawn("event recorder", async move {
+    // A service: at shutdown it still writes the Events queued (those of the last writes too),
+    // and it ends once every recorder handle is gone with the stages that hold them.
+    supervisor.spawn_service("event recorder", async move {
         event_delivery.await;
         Ok(())
     });
