@@ -69,9 +69,14 @@ async fn a_denied_write_is_reported_and_does_not_crash_loop() {
         .find(|line| line.contains("reload failed") && line.contains("probe-deployment"))
         .unwrap_or_else(|| panic!("no reload failure logged for the Deployment:\n{log}"));
     assert!(line.contains(" is forbidden") && line.contains("cannot patch resource"), "{line}");
-    let events = probe.events(WorkloadKind::Deployment, "ReloadFail").await.unwrap();
-    let note =
-        events.first().and_then(|event| event.note.clone()).expect("a ReloadFail Event on the Deployment");
+    // Events are written a moment after the failure they report.
+    let events = wait_until("a ReloadFail Event on the Deployment", WAIT, || async {
+        let events = probe.events(WorkloadKind::Deployment, "ReloadFail").await?;
+        if events.is_empty() { Err(NotYet::because("none yet")) } else { Ok(events) }
+    })
+    .await
+    .unwrap();
+    let note = events[0].note.clone().expect("the Event has a note");
     assert!(note.contains(" is forbidden"), "the Event says why: {note}");
     assert_eq!(events[0].type_.as_deref(), Some("Warning"));
     assert!(probe.template(WorkloadKind::Deployment).await.unwrap().is_some());
