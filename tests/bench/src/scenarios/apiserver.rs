@@ -145,8 +145,8 @@ fn quiet(stretch: &[Sample]) -> bool {
 }
 
 /// Restarts kube-apiserver and waits until it is quiet: its watch caches filled and the other
-/// components' relists served. Returns how long that took.
-pub async fn restart_apiserver(plane: &ControlPlane) -> Result<Duration, BenchError> {
+/// components' relists served.
+pub async fn restart_apiserver(plane: &ControlPlane) -> Result<(), BenchError> {
     let began = Instant::now();
     plane.stop_apiserver();
     plane.start_apiserver().await?;
@@ -162,7 +162,7 @@ pub async fn restart_apiserver(plane: &ControlPlane) -> Result<Duration, BenchEr
         });
         let stretch = last_stretch(&samples);
         if stretch.is_some_and(quiet) {
-            return Ok(began.elapsed());
+            return Ok(());
         }
         if began.elapsed() > QUIET_TIMEOUT {
             let moved = stretch.map(|s| format!(": over the last {QUIET_FOR:?}, {s:?}")).unwrap_or_default();
