@@ -1,21 +1,23 @@
-//! The RBAC this run needs, checked with SelfSubjectAccessReviews before the watches start
-//! (docs/behaviour.md, "Missing RBAC"). Every missing permission is logged once, as the rule to
-//! add; a missing read (what the watches need to see changes) keeps `/readyz` failing until a
+//! The RBAC this run needs, checked beside the watches' first lists (docs/behaviour.md, "Missing
+//! RBAC"): one SelfSubjectRulesReview per namespace, and a SelfSubjectAccessReview only for what
+//! the rules do not list. Every missing permission is logged once, as the rule to add; a missing read (what the watches need to see changes) keeps `/readyz` failing until a
 //! re-check finds it granted. A missing permission never stops the process: the watches back off
 //! and retry, and the writes fail one by one with the API server's reason.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    ResourceAttributes, ResourceRule, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    SelfSubjectRulesReview, SelfSubjectRulesReviewSpec,
 };
 use kube::Client;
 use kube::api::{Api, PostParams};
 use reloader_core::model::WorkloadKind;
 use reloader_core::options::{IgnoredResources, NamespaceScope, Options};
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::kinds::{EnabledKinds, KindInfo};
 use crate::observe::http::Health;
@@ -80,6 +82,85 @@ impl AccessReview for KubeAccessReview {
         let answer = api.create(&PostParams::default(), &review).await?;
         Ok(answer.status.is_some_and(|status| status.allowed))
     }
+}
+
+/// The rules RBAC lists for the identity reloader runs as, in one namespace.
+#[async_trait]
+pub(crate) trait RulesReview: Send + Sync {
+    async fn rules(&self, namespace: &str) -> Result<Vec<ResourceRule>, kube::Error>;
+}
+
+/// SelfSubjectRulesReviews on the API server (every authenticated identity may create them).
+pub(crate) struct KubeRulesReview(pub(crate) Client);
+
+#[async_trait]
+impl RulesReview for KubeRulesReview {
+    async fn rules(&self, namespace: &str) -> Result<Vec<ResourceRule>, kube::Error> {
+        let review = SelfSubjectRulesReview {
+            spec: SelfSubjectRulesReviewSpec { namespace: Some(namespace.to_owned()) },
+            ..SelfSubjectRulesReview::default()
+        };
+        let api: Api<SelfSubjectRulesReview> = Api::all(self.0.clone());
+        let answer = api.create(&PostParams::default(), &review).await?;
+        Ok(answer.status.map(|status| status.resource_rules).unwrap_or_default())
+    }
+}
+
+/// Where the rules granted in all namespaces are read: RBAC lists a namespace's RoleBindings'
+/// rules beside the ClusterRoleBindings', and this name is not a DNS label, so no namespace (and
+/// no RoleBinding) can ever be there. A review of an empty namespace is refused.
+const NO_NAMESPACE: &str = "-";
+
+/// Rules first, one review per namespace, then a SelfSubjectAccessReview for each permission the
+/// rules do not list: only a listed rule is taken as an answer, because a rules review may be
+/// incomplete (another authorizer beside RBAC) and the access review is exact. With RBAC that
+/// grants what the run needs, the whole check is one request per namespace.
+pub(crate) struct RulesFirst<R, A> {
+    rules: R,
+    access: A,
+    /// Per namespace, read once: the re-checks only ask what the rules did not list.
+    listed: tokio::sync::Mutex<HashMap<String, Vec<ResourceRule>>>,
+}
+
+impl<R, A> RulesFirst<R, A> {
+    pub(crate) fn new(rules: R, access: A) -> Self {
+        RulesFirst { rules, access, listed: Default::default() }
+    }
+}
+
+impl<R: RulesReview, A> RulesFirst<R, A> {
+    async fn listed_as_granted(&self, permission: Permission, namespace: &str) -> bool {
+        let mut listed = self.listed.lock().await;
+        if !listed.contains_key(namespace) {
+            let rules = self.rules.rules(namespace).await.unwrap_or_else(|e| {
+                // Not a problem of its own: every permission is then asked one by one.
+                debug!(error = %e, namespace, "could not list the RBAC rules; asking per permission");
+                Vec::new()
+            });
+            listed.insert(namespace.to_owned(), rules);
+        }
+        listed[namespace].iter().any(|rule| grants(rule, permission))
+    }
+}
+
+#[async_trait]
+impl<R: RulesReview, A: AccessReview> AccessReview for RulesFirst<R, A> {
+    async fn allows(&self, permission: Permission, namespace: Option<&str>) -> Result<bool, kube::Error> {
+        if self.listed_as_granted(permission, namespace.unwrap_or(NO_NAMESPACE)).await {
+            return Ok(true);
+        }
+        self.access.allows(permission, namespace).await
+    }
+}
+
+/// Whether a listed rule grants a permission on every object of the resource. A rule limited to
+/// some names does not: the watches list every object and the writes go to any.
+fn grants(rule: &ResourceRule, permission: Permission) -> bool {
+    let names = |values: &[String], wanted: &str| values.iter().any(|v| v == "*" || v == wanted);
+    rule.resource_names.as_ref().is_none_or(Vec::is_empty)
+        && names(&rule.verbs, permission.verb)
+        && names(rule.api_groups.as_deref().unwrap_or_default(), permission.group)
+        && names(rule.resources.as_deref().unwrap_or_default(), permission.resource)
 }
 
 /// The namespaces the watches cover.

@@ -22,7 +22,7 @@ use crate::notify::webhook::{WebhookNotifier, WebhookQueue};
 use crate::observe::http::{self, Health};
 use crate::observe::metrics::Metrics;
 use crate::observe::pprof;
-use crate::rbac::{self, AccessReview, KubeAccessReview};
+use crate::rbac::{self, AccessReview, KubeAccessReview, KubeRulesReview, RulesFirst};
 use crate::reconcile::catch_up::{CatchUp, CatchUpConfig};
 use crate::reconcile::pause::PauseTimers;
 use crate::reconcile::standby::{REPLAY_WINDOW, StandbyChanges};
@@ -112,7 +112,8 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     }
 
     // Which kinds to watch, and the shared state the stages read.
-    let review: Arc<dyn AccessReview> = Arc::new(KubeAccessReview(client.clone()));
+    let review: Arc<dyn AccessReview> =
+        Arc::new(RulesFirst::new(KubeRulesReview(client.clone()), KubeAccessReview(client.clone())));
     let kinds = EnabledKinds::resolve(&client, &options, review.as_ref())
         .await
         .context("discovering workload kinds")?;

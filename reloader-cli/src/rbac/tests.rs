@@ -225,3 +225,118 @@ fn an_auto_detected_kind_reports_the_verbs_rbac_denies() {
     let full = Rbac::new(&[("apps.openshift.io", &["deploymentconfigs"], info.verbs)]);
     assert!(block_on(denied_verbs(&full, info, &vec![None], true)).is_empty());
 }
+
+fn rule(groups: &[&str], resources: &[&str], verbs: &[&str], names: &[&str]) -> ResourceRule {
+    let strings = |values: &[&str]| values.iter().map(|v| v.to_string()).collect::<Vec<_>>();
+    ResourceRule {
+        api_groups: Some(strings(groups)),
+        resources: Some(strings(resources)),
+        verbs: strings(verbs),
+        resource_names: (!names.is_empty()).then(|| strings(names)),
+    }
+}
+
+#[test]
+fn a_listed_rule_grants_every_object_of_its_resources() {
+    let watch_deployments = Permission { group: "apps", resource: "deployments", verb: "watch" };
+    // Rule, and whether it grants watch on apps/deployments.
+    let cases = [
+        (rule(&["apps"], &["deployments"], &["watch"], &[]), true),
+        (rule(&["apps"], &["deployments", "daemonsets"], &["list", "watch"], &[]), true),
+        (rule(&["*"], &["*"], &["*"], &[]), true),
+        (rule(&["apps"], &["*"], &["watch"], &[]), true),
+        (rule(&["apps"], &["deployments"], &["*"], &[]), true),
+        (rule(&["apps"], &["deployments"], &["list"], &[]), false),
+        (rule(&[""], &["deployments"], &["watch"], &[]), false),
+        (rule(&["extensions"], &["deployments"], &["watch"], &[]), false),
+        (rule(&["apps"], &["deployments/scale"], &["watch"], &[]), false),
+        (rule(&["apps"], &["deployments"], &["watch"], &["web"]), false),
+        (ResourceRule { verbs: vec!["watch".into()], ..ResourceRule::default() }, false),
+    ];
+    for (rule, granted) in cases {
+        assert_eq!(grants(&rule, watch_deployments), granted, "{rule:?}");
+    }
+}
+
+/// Rules reviews that list the same rules in every namespace (or fail), and record where they
+/// were asked.
+struct Listed {
+    rules: Option<Vec<ResourceRule>>,
+    asked: Mutex<Vec<String>>,
+}
+
+impl Listed {
+    fn of(rules: Vec<ResourceRule>) -> Self {
+        Listed { rules: Some(rules), asked: Mutex::new(Vec::new()) }
+    }
+
+    fn failing() -> Self {
+        Listed { rules: None, asked: Mutex::new(Vec::new()) }
+    }
+}
+
+#[async_trait]
+impl RulesReview for Listed {
+    async fn rules(&self, namespace: &str) -> Result<Vec<ResourceRule>, kube::Error> {
+        self.asked.lock().unwrap().push(namespace.to_owned());
+        self.rules.clone().ok_or_else(|| {
+            kube::Error::Api(Box::new(
+                kube::core::Status::failure("no namespace on request", "BadRequest").with_code(400),
+            ))
+        })
+    }
+}
+
+/// Stakater's static ClusterRole as a rules review lists it.
+fn stakater_static_rules() -> Vec<ResourceRule> {
+    stakater_static_rbac()
+        .rules
+        .iter()
+        .map(|(group, resources, verbs)| rule(&[group], resources, verbs, &[]))
+        .collect()
+}
+
+#[test]
+fn rules_granting_everything_are_the_whole_check() {
+    let options = options(&[]);
+    let needs = required(&options, &EnabledKinds::of(&BUILT_IN), false);
+    let everything = vec![rule(&["*"], &["*"], &["*"], &[])];
+    let review = RulesFirst::new(Listed::of(everything), Rbac::new(&[]));
+    assert!(block_on(denied(&review, &needs)).is_empty());
+    assert_eq!(*review.rules.asked.lock().unwrap(), [NO_NAMESPACE], "one rules review, cluster-wide");
+    assert!(review.access.asked.lock().unwrap().is_empty(), "no access review");
+}
+
+#[test]
+fn what_the_rules_do_not_list_is_asked_one_by_one() {
+    let needs = required(&options(&[]), &EnabledKinds::of(&BUILT_IN), false);
+    let expected = summary(&block_on(denied(&stakater_static_rbac(), &needs)));
+    // Listed rules that miss watch, as the access reviews do; lists that miss everything
+    // (an authorizer beside RBAC); a rules review that fails. Same answer each time.
+    for rules in [Listed::of(stakater_static_rules()), Listed::of(Vec::new()), Listed::failing()] {
+        let listed_any = rules.rules.as_ref().is_some_and(|r| !r.is_empty());
+        let review = RulesFirst::new(rules, stakater_static_rbac());
+        let denied = block_on(denied(&review, &needs));
+        assert_eq!(summary(&denied), expected);
+        assert_eq!(review.rules.asked.lock().unwrap().len(), 1, "the rules are read once");
+        let access_reviews = review.access.asked.lock().unwrap().len();
+        if listed_any {
+            assert_eq!(access_reviews, denied.len(), "only what the rules did not list");
+        } else {
+            assert_eq!(access_reviews, needs.len(), "every permission");
+        }
+    }
+}
+
+#[test]
+fn namespaced_scope_reads_the_rules_of_each_namespace() {
+    let options = options(&["--namespaces=shop,web"]);
+    let needs = required(&options, &EnabledKinds::of(&[WorkloadKind::Deployment]), false);
+    let review = RulesFirst::new(Listed::of(stakater_static_rules()), stakater_static_rbac());
+    let denied = block_on(denied(&review, &needs));
+    let watch = denied.iter().find(|n| n.permission.verb == "watch").expect("watch is denied");
+    assert_eq!(watch.namespaces, [Some("shop".to_owned()), Some("web".to_owned())]);
+    assert_eq!(*review.rules.asked.lock().unwrap(), ["shop", "web"]);
+    let asked = review.access.asked.lock().unwrap();
+    assert_eq!(asked.len(), 2, "watch, in each namespace: {asked:?}");
+}

@@ -143,3 +143,51 @@ async fn every_log_level_stakater_accepts_starts() {
         assert_eq!(has_info, expects_info, "--log-level={level}:\n{log}");
     }
 }
+
+/// A run that watches all namespaces, with every permission granted by a RoleBinding in one
+/// namespace only: each read is explained as missing in all namespaces. The check reads the
+/// rules granted everywhere, not a namespace's, and asks the API server about each one they lack.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_bound_in_one_namespace_is_not_taken_for_all_namespaces() {
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, .. } = &env;
+    let ns = ns.name();
+    let kubeconfig = KubeconfigFile::for_service_account(plane, ns, ACCOUNT).await.unwrap();
+    grant(
+        client,
+        ns,
+        "reloader-everything-here",
+        json!([
+            { "apiGroups": ["*"], "resources": ["*"], "verbs": ["*"] },
+        ]),
+    )
+    .await;
+
+    let reloader = Reloader::builder(plane)
+        .name("reloader-role-not-cluster-wide")
+        .kubeconfig(kubeconfig.path())
+        .args(["--log-level=warn"])
+        .no_wait()
+        .start()
+        .await
+        .unwrap();
+    let reads = [
+        ("list", "configmaps", ""),
+        ("watch", "configmaps", ""),
+        ("list", "secrets", ""),
+        ("watch", "secrets", ""),
+        ("list", "deployments", "apps"),
+        ("watch", "deployments", "apps"),
+    ];
+    let explained = |log: &str, (verb, resource, group): (&str, &str, &str)| {
+        rbac_lines(log).iter().any(|l| {
+            l.contains(&format!(r#"may not {verb} {resource} (apiGroup "{group}") in all namespaces"#))
+        })
+    };
+    wait_for_log(&reloader, "the RBAC explanations", WAIT, |log| {
+        reads.iter().all(|read| explained(log, *read))
+    })
+    .await
+    .unwrap();
+    assert_ne!(reloader.get("/readyz").await.unwrap().0, 200, "not ready: it cannot watch all namespaces");
+}
