@@ -176,11 +176,23 @@ pub(crate) fn spc_resource() -> ApiResource {
 
 /// Whether the API server serves both CSI resources (the driver's CRDs are installed).
 pub(crate) async fn csi_served(client: &Client) -> Result<bool, kube::Error> {
-    match client.list_api_group_resources(CSI_GROUP_VERSION).await {
-        Ok(list) => Ok([spc_resource(), spc_pod_status_resource()]
-            .iter()
-            .all(|wanted| list.resources.iter().any(|r| r.name == wanted.plural))),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+    let served = served_resources(client, CSI_GROUP_VERSION).await?;
+    Ok([spc_resource(), spc_pod_status_resource()].iter().all(|wanted| served.contains(&wanted.plural)))
+}
+
+/// The resources the API server serves in `group_version` (none when it does not serve it). The
+/// group list is read first: asked for a group version it does not serve, kube-apiserver answers
+/// 404 with a plain-text body, which kube's client logs as a warning at every start.
+async fn served_resources(client: &Client, group_version: &str) -> Result<Vec<String>, kube::Error> {
+    let groups = client.list_api_groups().await?;
+    let listed = groups.groups.iter().flat_map(|g| &g.versions).any(|v| v.group_version == group_version);
+    if !listed {
+        return Ok(Vec::new());
+    }
+    match client.list_api_group_resources(group_version).await {
+        Ok(list) => Ok(list.resources.into_iter().map(|r| r.name).collect()),
+        // Removed between the two reads.
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
         Err(e) => Err(e),
     }
 }
@@ -296,11 +308,7 @@ async fn require(client: &Client, flag: &'static str, info: &KindInfo) -> Result
 }
 
 async fn serves(client: &Client, info: &KindInfo) -> Result<bool, kube::Error> {
-    match client.list_api_group_resources(&info.api_version()).await {
-        Ok(list) => Ok(list.resources.iter().any(|r| r.name == info.plural)),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
-        Err(e) => Err(e),
-    }
+    Ok(served_resources(client, &info.api_version()).await?.iter().any(|name| name == info.plural))
 }
 
 /// A workload object as its backend type.

@@ -148,7 +148,8 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     let alerts: Option<Arc<dyn AlertQueue>> = match &options.alert {
         Some(cfg) => {
             let (alerter, delivery) = Alerter::new(cfg, metrics.clone())?;
-            supervisor.spawn("alert delivery", async move {
+            // A service, as the Event recorder: the alerts of the last writes are still sent.
+            supervisor.spawn_service("alert delivery", async move {
                 delivery.await;
                 Ok(())
             });
