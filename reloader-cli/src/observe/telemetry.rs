@@ -93,6 +93,8 @@ pub enum Traces<'a> {
 /// an error, reported before anything runs.
 pub fn init(json: bool, level: LogLevel, traces: Traces<'_>) -> anyhow::Result<TelemetryGuard> {
     let rust_log = std::env::var("RUST_LOG").ok();
+    // Checked before the OTLP exporter starts its thread, so a bad variable is all that happens.
+    log_filter(level, rust_log.as_deref())?;
     let settings = match traces {
         Traces::Off => None,
         Traces::Exported { otlp_endpoint } => otlp::resolve(otlp_endpoint, |name| std::env::var(name).ok())?,
@@ -166,7 +168,9 @@ where
 /// The filter for a `--log-level` value, unless `rust_log` (the `RUST_LOG` variable) is set.
 fn log_filter(level: LogLevel, rust_log: Option<&str>) -> anyhow::Result<EnvFilter> {
     if let Some(directives) = rust_log.filter(|value| !value.trim().is_empty()) {
-        return EnvFilter::try_new(directives).with_context(|| format!("invalid RUST_LOG {directives:?}"));
+        // The parse error only: its source repeats its own text.
+        return EnvFilter::try_new(directives)
+            .map_err(|e| anyhow::anyhow!("invalid RUST_LOG {directives:?}: {e}"));
     }
     let level = level_filter(level);
     let mut directives = level.to_string().to_lowercase();

@@ -47,6 +47,14 @@ fn rust_log_replaces_the_level_flag() {
 }
 
 #[test]
+fn a_bad_rust_log_is_named_once() {
+    let error = format!("{:#}", log_filter(LogLevel::Info, Some("reloader=[bad")).unwrap_err());
+    assert!(error.starts_with("invalid RUST_LOG \"reloader=[bad\": "), "{error}");
+    let detail = error.split(": ").nth(1).unwrap_or_default();
+    assert_eq!(error.matches(detail).count(), 1, "the parse error once: {error}");
+}
+
+#[test]
 fn otlp_settings_follow_the_flag_then_the_standard_variables() {
     use otlp::{ExportSettings, OtlpProtocol::*};
     let http = |url: &str| Some(ExportSettings { protocol: HttpProtobuf, url: url.into(), ca_file: None });
