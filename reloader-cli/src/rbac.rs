@@ -1,8 +1,9 @@
 //! The RBAC this run needs, checked beside the watches' first lists (docs/behaviour.md, "Missing
 //! RBAC"): one SelfSubjectRulesReview per namespace, and a SelfSubjectAccessReview only for what
-//! the rules do not list. Every missing permission is logged once, as the rule to add; a missing read (what the watches need to see changes) keeps `/readyz` failing until a
-//! re-check finds it granted. A missing permission never stops the process: the watches back off
-//! and retry, and the writes fail one by one with the API server's reason.
+//! the rules do not list. Every missing permission is logged once, as the rule to add; a missing
+//! read (what the watches need to see changes) keeps `/readyz` failing until a re-check finds it
+//! granted. A missing permission never stops the process: the watches back off and retry, and
+//! the writes fail one by one with the API server's reason.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -156,11 +157,11 @@ impl<R: RulesReview, A: AccessReview> AccessReview for RulesFirst<R, A> {
 /// Whether a listed rule grants a permission on every object of the resource. A rule limited to
 /// some names does not: the watches list every object and the writes go to any.
 fn grants(rule: &ResourceRule, permission: Permission) -> bool {
-    let names = |values: &[String], wanted: &str| values.iter().any(|v| v == "*" || v == wanted);
+    let covers = |values: &[String], wanted: &str| values.iter().any(|v| v == "*" || v == wanted);
     rule.resource_names.as_ref().is_none_or(Vec::is_empty)
-        && names(&rule.verbs, permission.verb)
-        && names(rule.api_groups.as_deref().unwrap_or_default(), permission.group)
-        && names(rule.resources.as_deref().unwrap_or_default(), permission.resource)
+        && covers(&rule.verbs, permission.verb)
+        && covers(rule.api_groups.as_deref().unwrap_or_default(), permission.group)
+        && covers(rule.resources.as_deref().unwrap_or_default(), permission.resource)
 }
 
 /// The namespaces the watches cover.
