@@ -336,5 +336,36 @@ impl From<RunArgs> for RawOptions {
     }
 }
 
+/// `reloader run`'s flags parsed for tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use clap::{CommandFactory, FromArgMatches, Parser};
+    use reloader_core::options::Options;
+
+    use super::RunArgs;
+
+    #[derive(Parser, Debug)]
+    #[command(name = "reloader")]
+    struct Cli {
+        #[command(flatten)]
+        args: RunArgs,
+    }
+
+    /// Parses flags with the process environment switched off, so the tables are deterministic;
+    /// the environment-only settings are reachable through their hidden flags.
+    pub(crate) fn try_args(flags: &[&str]) -> Result<RunArgs, clap::Error> {
+        let command = Cli::command().mut_args(|arg| arg.env(None::<&'static str>));
+        let matches =
+            command.try_get_matches_from(std::iter::once("reloader").chain(flags.iter().copied()))?;
+        Ok(Cli::from_arg_matches(&matches)?.args)
+    }
+
+    /// The options `flags` give; a refusal fails the test, naming the flags.
+    pub(crate) fn options(flags: &[&str]) -> Options {
+        let args = try_args(flags).unwrap_or_else(|e| panic!("{flags:?}: {e}"));
+        args.validate().unwrap_or_else(|e| panic!("{flags:?}: {e}"))
+    }
+}
+
 #[cfg(test)]
 mod tests;

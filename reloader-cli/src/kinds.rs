@@ -18,6 +18,7 @@ use reloader_workload_apps::{AppsKind, AppsWorkload};
 use reloader_workload_argo::Rollout;
 use reloader_workload_batch::{CronJobWorkload, JobWorkload};
 use reloader_workload_openshift::DeploymentConfig;
+use tokio::sync::OnceCell;
 use tracing::{info, warn};
 
 use crate::rbac::{self, AccessReview};
@@ -174,26 +175,50 @@ pub(crate) fn spc_resource() -> ApiResource {
     )
 }
 
-/// Whether the API server serves both CSI resources (the driver's CRDs are installed).
-pub(crate) async fn csi_served(client: &Client) -> Result<bool, kube::Error> {
-    let served = served_resources(client, CSI_GROUP_VERSION).await?;
-    Ok([spc_resource(), spc_pod_status_resource()].iter().all(|wanted| served.contains(&wanted.plural)))
+/// What the API server serves, for the start-up's detections (OpenShift, Argo Rollouts, CSI):
+/// the group list is read once, when first needed, and shared by all of them.
+pub(crate) struct ServedApis {
+    client: Client,
+    group_versions: OnceCell<Vec<String>>,
 }
 
-/// The resources the API server serves in `group_version` (none when it does not serve it). The
-/// group list is read first: asked for a group version it does not serve, kube-apiserver answers
-/// 404 with a plain-text body, which kube's client logs as a warning at every start.
-async fn served_resources(client: &Client, group_version: &str) -> Result<Vec<String>, kube::Error> {
-    let groups = client.list_api_groups().await?;
-    let listed = groups.groups.iter().flat_map(|g| &g.versions).any(|v| v.group_version == group_version);
-    if !listed {
-        return Ok(Vec::new());
+impl ServedApis {
+    pub(crate) fn new(client: Client) -> Self {
+        Self { client, group_versions: OnceCell::new() }
     }
-    match client.list_api_group_resources(group_version).await {
-        Ok(list) => Ok(list.resources.into_iter().map(|r| r.name).collect()),
-        // Removed between the two reads.
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
-        Err(e) => Err(e),
+
+    /// Whether the API server serves both CSI resources (the driver's CRDs are installed).
+    pub(crate) async fn csi(&self) -> Result<bool, kube::Error> {
+        let served = self.resources(CSI_GROUP_VERSION).await?;
+        Ok([spc_resource(), spc_pod_status_resource()].iter().all(|wanted| served.contains(&wanted.plural)))
+    }
+
+    async fn serves(&self, info: &KindInfo) -> Result<bool, kube::Error> {
+        Ok(self.resources(&info.api_version()).await?.iter().any(|name| name == info.plural))
+    }
+
+    /// The resources the API server serves in `group_version` (none when it does not serve it).
+    /// The group list comes first: asked for a group version it does not serve, kube-apiserver
+    /// answers 404 with a plain-text body, which kube's client logs as a warning at every start.
+    async fn resources(&self, group_version: &str) -> Result<Vec<String>, kube::Error> {
+        let listed = self
+            .group_versions
+            .get_or_try_init(|| async {
+                let groups = self.client.list_api_groups().await?;
+                Ok::<_, kube::Error>(
+                    groups.groups.into_iter().flat_map(|g| g.versions).map(|v| v.group_version).collect(),
+                )
+            })
+            .await?;
+        if !listed.iter().any(|v| v == group_version) {
+            return Ok(Vec::new());
+        }
+        match self.client.list_api_group_resources(group_version).await {
+            Ok(list) => Ok(list.resources.into_iter().map(|r| r.name).collect()),
+            // Removed since the group list was read.
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -208,7 +233,7 @@ impl EnabledKinds {
     /// retry 404s forever and never become ready, which hides the real problem. A kind only
     /// detected is skipped, with one warning, when RBAC denies what reloader does with it.
     pub(crate) async fn resolve(
-        client: &Client,
+        apis: &ServedApis,
         options: &Options,
         review: &dyn AccessReview,
     ) -> Result<Self, KindsError> {
@@ -219,15 +244,15 @@ impl EnabledKinds {
                 Availability::BuiltIn => !ignored,
                 // Only Argo Rollouts is switched on by a plain flag.
                 Availability::Flag(flag) => {
-                    !ignored && options.argo_rollouts && require(client, flag, info).await?
+                    !ignored && options.argo_rollouts && require(apis, flag, info).await?
                 }
                 // Resolved even when ignored: `--is-openshift=true` without the API is an error.
                 Availability::FlagOrDetected(flag) => {
                     let on = match options.openshift {
-                        Some(true) => require(client, flag, info).await?,
+                        Some(true) => require(apis, flag, info).await?,
                         Some(false) => false,
                         None => {
-                            let served = serves(client, info).await?;
+                            let served = apis.serves(info).await?;
                             info!(served, "detected {} {}", info.api_version(), info.kind.as_str());
                             served && (ignored || permitted_when_detected(review, info, flag, options).await)
                         }
@@ -299,16 +324,12 @@ async fn permitted_when_detected(
     false
 }
 
-async fn require(client: &Client, flag: &'static str, info: &KindInfo) -> Result<bool, KindsError> {
-    if serves(client, info).await? {
+async fn require(apis: &ServedApis, flag: &'static str, info: &KindInfo) -> Result<bool, KindsError> {
+    if apis.serves(info).await? {
         Ok(true)
     } else {
         Err(KindsError::NotServed { flag, group_version: info.api_version(), plural: info.plural })
     }
-}
-
-async fn serves(client: &Client, info: &KindInfo) -> Result<bool, kube::Error> {
-    Ok(served_resources(client, &info.api_version()).await?.iter().any(|name| name == info.plural))
 }
 
 /// A workload object as its backend type.
@@ -403,6 +424,8 @@ to_loaded!(Deployment, DaemonSet, StatefulSet, CronJob, Job, Rollout, Deployment
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
+
     use kube::Resource;
 
     use super::*;
@@ -466,5 +489,125 @@ mod tests {
                 assert!(info.verbs.contains(&verb), "{:?} lacks {verb}", info.kind);
             }
         }
+    }
+
+    /// Grants everything: these tests are about what is served.
+    struct Granted;
+
+    #[async_trait::async_trait]
+    impl AccessReview for Granted {
+        async fn allows(&self, _: rbac::Permission, _: Option<&str>) -> Result<bool, kube::Error> {
+            Ok(true)
+        }
+    }
+
+    /// An API server serving `served` (group versions and their resources); the paths it was asked
+    /// for go to the returned list.
+    fn discovery(
+        served: &'static [(&'static str, &'static [&'static str])],
+    ) -> (Client, Arc<Mutex<Vec<String>>>) {
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let log = asked.clone();
+        let api = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let path = request.uri().path().to_owned();
+            log.lock().unwrap().push(path.clone());
+            let group_version =
+                |gv: &str| serde_json::json!({"groupVersion": gv, "version": gv.rsplit('/').next()});
+            let body = if path == "/apis" {
+                let groups: Vec<_> = served
+                    .iter()
+                    .map(|(gv, _)| {
+                        serde_json::json!({
+                            "name": gv.split('/').next(),
+                            "versions": [group_version(gv)],
+                            "preferredVersion": group_version(gv),
+                        })
+                    })
+                    .collect();
+                Some(serde_json::json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
+            } else {
+                served.iter().find(|(gv, _)| path == format!("/apis/{gv}")).map(|(gv, plurals)| {
+                    let resources: Vec<_> = plurals
+                        .iter()
+                        .map(|name| {
+                            serde_json::json!({"name": name, "singularName": "", "namespaced": true, "kind": "K", "verbs": ["get"]})
+                        })
+                        .collect();
+                    serde_json::json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources})
+                })
+            };
+            let response = match body {
+                Some(body) => http::Response::builder()
+                    .status(200)
+                    .body(kube::client::Body::from(body.to_string().into_bytes())),
+                None => http::Response::builder()
+                    .status(404)
+                    .body(kube::client::Body::from(b"404 page not found".to_vec())),
+            };
+            async move { Ok::<_, std::convert::Infallible>(response.expect("a valid response")) }
+        });
+        (Client::new(api, "default"), asked)
+    }
+
+    const CSI: (&str, &[&str]) =
+        ("secrets-store.csi.x-k8s.io/v1", &["secretproviderclasses", "secretproviderclasspodstatuses"]);
+
+    #[tokio::test]
+    async fn the_detections_share_one_read_of_the_group_list() {
+        let (client, asked) = discovery(&[
+            ("argoproj.io/v1alpha1", &["rollouts"]),
+            ("apps.openshift.io/v1", &["deploymentconfigs"]),
+            CSI,
+        ]);
+        let apis = ServedApis::new(client);
+        let kinds = EnabledKinds::resolve(
+            &apis,
+            &crate::args::testing::options(&["--is-Argo-Rollouts=true"]),
+            &Granted,
+        )
+        .await
+        .unwrap();
+        assert!(
+            kinds.contains(WorkloadKind::Rollout) && kinds.contains(WorkloadKind::DeploymentConfig),
+            "{kinds}"
+        );
+        assert!(apis.csi().await.unwrap());
+        let mut asked = asked.lock().unwrap().clone();
+        asked.sort();
+        assert_eq!(
+            asked,
+            [
+                "/apis",
+                "/apis/apps.openshift.io/v1",
+                "/apis/argoproj.io/v1alpha1",
+                "/apis/secrets-store.csi.x-k8s.io/v1"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_group_version_the_list_does_not_name_is_never_asked_for() {
+        let (client, asked) = discovery(&[]);
+        let apis = ServedApis::new(client);
+        let kinds =
+            EnabledKinds::resolve(&apis, &crate::args::testing::options(&[]), &Granted).await.unwrap();
+        assert!(!kinds.contains(WorkloadKind::DeploymentConfig), "{kinds}");
+        assert!(!apis.csi().await.unwrap());
+        // One group version served without the other CSI resource is not CSI.
+        let (client, _) = discovery(&[("secrets-store.csi.x-k8s.io/v1", &["secretproviderclasses"])]);
+        assert!(!ServedApis::new(client).csi().await.unwrap());
+        assert_eq!(*asked.lock().unwrap(), ["/apis"]);
+        // Switched on but not served: start-up stops, naming the flag.
+        let (client, _) = discovery(&[]);
+        let refused = EnabledKinds::resolve(
+            &ServedApis::new(client),
+            &crate::args::testing::options(&["--is-Argo-Rollouts=true"]),
+            &Granted,
+        )
+        .await;
+        assert!(
+            matches!(refused, Err(KindsError::NotServed { flag: "--is-Argo-Rollouts=true", .. })),
+            "{refused:?}"
+        );
     }
 }

@@ -14,7 +14,7 @@ use tracing::{info, warn};
 use crate::admission::AdmissionState;
 use crate::client::Clients;
 use crate::executor::{Executor, ExecutorConfig, ExecutorIo, KubeWorkloadApi};
-use crate::kinds::EnabledKinds;
+use crate::kinds::{EnabledKinds, ServedApis};
 use crate::leader::{ElectionConfig, Leadership};
 use crate::notify::alerts::{AlertQueue, Alerter};
 use crate::notify::events::{EventRecorder, EventSink};
@@ -114,7 +114,8 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     // Which kinds to watch, and the shared state the stages read.
     let review: Arc<dyn AccessReview> =
         Arc::new(RulesFirst::new(KubeRulesReview(client.clone()), KubeAccessReview(client.clone())));
-    let kinds = EnabledKinds::resolve(&client, &options, review.as_ref())
+    let served_apis = ServedApis::new(client.clone());
+    let kinds = EnabledKinds::resolve(&served_apis, &options, review.as_ref())
         .await
         .context("discovering workload kinds")?;
     info!(kinds = %kinds, strategy = options.strategy.as_str(), "starting controller");
@@ -125,7 +126,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     }
     let mut sources_config = SourcesConfig::new(&options);
     let csi = options.enable_csi_integration
-        && crate::kinds::csi_served(&client).await.context("discovering the CSI driver's API")?;
+        && served_apis.csi().await.context("discovering the CSI driver's API")?;
     if options.enable_csi_integration && !csi {
         // As Stakater: said once, and everything else runs.
         warn!(

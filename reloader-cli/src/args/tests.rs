@@ -2,34 +2,14 @@
 
 use std::collections::BTreeSet;
 
-use clap::{CommandFactory, FromArgMatches, Parser};
-
 use reloader_core::model::{ResourceKind, WorkloadKind};
-use reloader_core::options::{IgnoredResources, NamespaceScope, Options};
+use reloader_core::options::{IgnoredResources, NamespaceScope};
 
+use super::testing::{options, try_args};
 use super::*;
-
-#[derive(Parser, Debug)]
-#[command(name = "reloader")]
-struct Cli {
-    #[command(flatten)]
-    args: RunArgs,
-}
-
-/// Parses flags with the process environment switched off, so the tables are deterministic;
-/// the environment-only settings are reachable through their hidden flags.
-fn try_args(flags: &[&str]) -> Result<RunArgs, clap::Error> {
-    let command = Cli::command().mut_args(|arg| arg.env(None::<&'static str>));
-    let matches = command.try_get_matches_from(std::iter::once("reloader").chain(flags.iter().copied()))?;
-    Ok(Cli::from_arg_matches(&matches)?.args)
-}
 
 fn args(flags: &[&str]) -> RunArgs {
     try_args(flags).unwrap_or_else(|e| panic!("{flags:?}: {e}"))
-}
-
-fn options(flags: &[&str]) -> Options {
-    args(flags).validate().unwrap_or_else(|e| panic!("{flags:?}: {e}"))
 }
 
 #[test]

@@ -4,24 +4,10 @@
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
-use clap::{CommandFactory, FromArgMatches, Parser};
 use reloader_core::model::WorkloadKind;
 
 use super::*;
-use crate::args::RunArgs;
-
-#[derive(Parser, Debug)]
-struct Cli {
-    #[command(flatten)]
-    args: RunArgs,
-}
-
-fn options(flags: &[&str]) -> Options {
-    let command = Cli::command().mut_args(|arg| arg.env(None::<&'static str>));
-    let matches =
-        command.try_get_matches_from(std::iter::once("reloader").chain(flags.iter().copied())).unwrap();
-    Cli::from_arg_matches(&matches).unwrap().args.validate().unwrap()
-}
+use crate::args::testing::options;
 
 /// An API server that allows exactly `rules` (group, resources, verbs), in every namespace, and
 /// records what it was asked.
