@@ -40,7 +40,7 @@ fn resource_view(
 pub(crate) fn configmap_view(cm: &ConfigMap, keys: &AnnotationKeys) -> Option<ResourceView> {
     let data = || cm.data.iter().flatten().map(|(k, v)| (k.as_str(), v.as_str()));
     let binary = || cm.binary_data.iter().flatten().map(|(k, v)| (k.as_str(), v.0.as_slice()));
-    let hash = (hash::configmap_hash(data(), binary()), hash::configmap_key_digests(data(), binary()));
+    let hash = hash::configmap_hashes(data(), binary());
     let meta = &cm.metadata;
     Some(resource_view(
         ResourceKind::ConfigMap,
@@ -54,7 +54,7 @@ pub(crate) fn configmap_view(cm: &ConfigMap, keys: &AnnotationKeys) -> Option<Re
 
 pub(crate) fn secret_view(secret: &Secret, keys: &AnnotationKeys) -> Option<ResourceView> {
     let data = || secret.data.iter().flatten().map(|(k, v)| (k.as_str(), v.0.as_slice()));
-    let hash = (hash::secret_hash(data()), hash::secret_key_digests(data()));
+    let hash = hash::secret_hashes(data());
     let meta = &secret.metadata;
     Some(resource_view(
         ResourceKind::Secret,

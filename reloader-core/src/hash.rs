@@ -55,22 +55,32 @@ pub fn secret_hash<'a>(data: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> C
     hash_entries(data.into_iter().map(|(k, v)| entry(k, v)).collect())
 }
 
-/// ConfigMap, key by key: the SHA-1 of each entry [`configmap_hash`] reads (docs/beyond-stakater.md §10).
-pub fn configmap_key_digests<'a>(
+/// ConfigMap: its hash ([`configmap_hash`]) and, key by key, the SHA-1 of each entry that hash
+/// reads (docs/beyond-stakater.md §10), from one pass over the data: every listed object needs
+/// both.
+pub fn configmap_hashes<'a>(
     data: impl IntoIterator<Item = (&'a str, &'a str)>,
     binary_data: impl IntoIterator<Item = (&'a str, &'a [u8])>,
-) -> KeyDigests {
-    let mut digests: Vec<(Box<str>, ContentHash)> =
-        data.into_iter().map(|(k, v)| (k.into(), sha1(&entry(k, v.as_bytes())))).collect();
-    digests.extend(
-        binary_data.into_iter().map(|(k, v)| (k.into(), sha1(&entry(k, STANDARD.encode(v).as_bytes())))),
-    );
-    KeyDigests::new(digests)
+) -> (ContentHash, KeyDigests) {
+    let mut entries: Vec<(&str, Vec<u8>)> =
+        data.into_iter().map(|(k, v)| (k, entry(k, v.as_bytes()))).collect();
+    entries.extend(binary_data.into_iter().map(|(k, v)| (k, entry(k, STANDARD.encode(v).as_bytes()))));
+    hashes_of(entries)
 }
 
-/// Secret, key by key: the SHA-1 of each entry [`secret_hash`] reads.
-pub fn secret_key_digests<'a>(data: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> KeyDigests {
-    KeyDigests::new(data.into_iter().map(|(k, v)| (k.into(), sha1(&entry(k, v)))).collect())
+/// Secret: [`secret_hash`] and its key digests, as [`configmap_hashes`].
+pub fn secret_hashes<'a>(data: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> (ContentHash, KeyDigests) {
+    hashes_of(data.into_iter().map(|(k, v)| (k, entry(k, v))).collect())
+}
+
+fn hashes_of(entries: Vec<(&str, Vec<u8>)>) -> (ContentHash, KeyDigests) {
+    let digests: Vec<(Box<str>, ContentHash)> = entries.iter().map(|(k, e)| ((*k).into(), sha1(e))).collect();
+    let hash = match digests.as_slice() {
+        // One entry is hashed alone, nothing joined: the whole hash is its digest.
+        [(_, only)] => *only,
+        _ => hash_entries(entries.into_iter().map(|(_, e)| e).collect()),
+    };
+    (hash, KeyDigests::new(digests))
 }
 
 /// SecretProviderClassPodStatus: `ID=Version` per `status.objects[]`, plus

@@ -56,6 +56,18 @@ proptest! {
         let hashed = secret_hash(secret.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
         let expected: Vec<_> = secret.iter().map(|(k, v)| (k.clone().into_bytes(), v.clone())).collect();
         prop_assert_eq!(hashed.to_hex(), model(&expected));
+
+        // The one-pass form used on every listed object: the same hash, and a digest per entry.
+        let (one_pass, digests) = configmap_hashes(
+            data.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            binary.iter().map(|(k, v)| (k.as_str(), v.as_slice())),
+        );
+        prop_assert_eq!(one_pass, configmap);
+        prop_assert_eq!(digests.keys().count(), data.len() + binary.len());
+        let (one_pass, digests) = secret_hashes(secret.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
+        prop_assert_eq!(one_pass, hashed);
+        let each = secret.iter().map(|(k, v)| (k.as_str().into(), sha1(&entry(k, v)))).collect();
+        prop_assert_eq!(digests, KeyDigests::new(each));
     }
 
     #[test]

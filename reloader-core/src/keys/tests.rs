@@ -4,7 +4,7 @@ use k8s_openapi::api::core::v1::KeyToPath;
 
 use super::*;
 use crate::decide::{DecideOptions, ResourceEventKind, SkipReason, annotation_problems, plan, plan_update};
-use crate::hash::{configmap_hash, configmap_key_digests, secret_hash, secret_key_digests, sha1};
+use crate::hash::{configmap_hashes, secret_hashes, sha1};
 use crate::markers::MarkerAction;
 use crate::model::{RefVia, ReloadStrategy};
 use crate::testkit::*;
@@ -80,8 +80,7 @@ fn globs_match_keys() {
 
 fn cm_with(data: &[(&str, &str)]) -> ResourceView {
     let mut view = cm("app");
-    view.hash = configmap_hash(data.iter().copied(), []);
-    view.keys = configmap_key_digests(data.iter().copied(), []);
+    (view.hash, view.keys) = configmap_hashes(data.iter().copied(), []);
     view
 }
 
@@ -198,12 +197,12 @@ fn selection_per_annotation_form() {
 
 #[test]
 fn key_digests_hash_what_the_whole_hash_reads() {
-    let cm = configmap_key_digests([("a", "1")], [("bin", &[0xffu8, 0x00][..])]);
+    let (_, cm) = configmap_hashes([("a", "1")], [("bin", &[0xffu8, 0x00][..])]);
     assert_eq!(
         cm.0.iter().map(|(k, d)| (&**k, *d)).collect::<Vec<_>>(),
         [("a", sha1(b"a=1")), ("bin", sha1(b"bin=/wA="))]
     );
-    let secret = secret_key_digests([("password", &b"hunter2"[..])]);
+    let (_, secret) = secret_hashes([("password", &b"hunter2"[..])]);
     assert_eq!(secret.0[0].1, sha1(b"password=hunter2"));
 }
 
@@ -240,8 +239,7 @@ fn the_filtered_hash_never_depends_on_an_unlisted_key() {
     let secret_view = |data: &BTreeMap<String, Vec<u8>>| {
         let entries = || data.iter().map(|(k, v)| (k.as_str(), v.as_slice()));
         let mut view = secret("app");
-        view.hash = secret_hash(entries());
-        view.keys = secret_key_digests(entries());
+        (view.hash, view.keys) = secret_hashes(entries());
         view
     };
     let base: BTreeMap<String, Vec<u8>> = listed.iter().map(|(k, v)| (k.to_string(), v.to_vec())).collect();
