@@ -116,7 +116,7 @@ fn main() -> ExitCode {
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+    Ok(reloader_cli::observe::memory::runtime()?)
 }
 
 fn exit_code(result: anyhow::Result<()>) -> ExitCode {
@@ -130,6 +130,8 @@ fn exit_code(result: anyhow::Result<()>) -> ExitCode {
 }
 
 fn run_sidecar(args: SidecarArgs) -> ExitCode {
+    // The sidecar runs in every pod it serves: no start-up worth its threads' allocator caches.
+    reloader_cli::observe::memory::end_start_up();
     let level = std::env::var("RELOADER_LOG_LEVEL").unwrap_or_default();
     let parsed = if level.trim().is_empty() { Some(LogLevel::Info) } else { LogLevel::parse(level.trim()) };
     let Some(level) = parsed else {

@@ -81,6 +81,9 @@ impl CatchUp {
             "caches synced; ready"
         );
         self.health.set_ready(true);
+        // The workers drop their allocator caches as they go idle, before the release below
+        // pages out the code that does it.
+        crate::observe::memory::end_start_up();
         // Start-up's memory goes back once the first sweep's writes are out: releasing it at once
         // would page out the code that sweep and those writes run next.
         let release = async {

@@ -2,8 +2,8 @@
 //! can cost. Same kube client and TLS (rustls on ring), same tokio runtime, same allocator and
 //! allocator settings as `reloader`, and its initial lists streamed as `reloader` streams them; it
 //! watches ConfigMaps and Secrets of all namespaces and keeps nothing. It prints its allocator's
-//! options, then `synced` once both initial lists are done (and the freed pages and the code
-//! start-up used are returned, as `reloader` returns them), then the live heap
+//! options, then `synced` once both initial lists are done (the freed pages and the code
+//! start-up used are returned at the next second, as `reloader` returns them), then the live heap
 //! (`heap_allocated_bytes=<n>`, jemalloc's `stats.allocated`) every second.
 
 use std::time::Duration;
@@ -27,7 +27,7 @@ fn list_done<K>(event: Result<watcher::Event<K>, watcher::Error>) -> bool {
 
 fn main() -> anyhow::Result<()> {
     memory::limit_arenas();
-    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(watch())
+    memory::runtime()?.block_on(watch())
 }
 
 async fn watch() -> anyhow::Result<()> {
@@ -42,6 +42,7 @@ async fn watch() -> anyhow::Result<()> {
     let secrets = watcher(Api::<Secret>::all(client), config()).default_backoff().map(list_done);
     let mut events = std::pin::pin!(stream::select(configmaps, secrets));
     let mut lists_to_go = 2usize;
+    let mut released = false;
     let mut report = tokio::time::interval(Duration::from_secs(1));
     loop {
         tokio::select! {
@@ -49,7 +50,10 @@ async fn watch() -> anyhow::Result<()> {
                 Some(true) if lists_to_go > 0 => {
                     lists_to_go -= 1;
                     if lists_to_go == 0 {
-                        memory::release_after_sync();
+                        // As `reloader`: the allocator caches end at sync, the memory goes back
+                        // a moment later (the next tick).
+                        memory::end_start_up();
+                        report.reset();
                         eprintln!("synced");
                     }
                 }
@@ -57,6 +61,10 @@ async fn watch() -> anyhow::Result<()> {
                 None => anyhow::bail!("the watches ended"),
             },
             _ = report.tick(), if lists_to_go == 0 => {
+                if !released {
+                    memory::release_after_sync();
+                    released = true;
+                }
                 if let Some(heap) = heap_allocated() {
                     eprintln!("heap_allocated_bytes={heap}");
                 }
