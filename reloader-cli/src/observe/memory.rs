@@ -30,8 +30,8 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 ///
 /// Per-thread caches only during start-up ([`runtime`]): the initial lists allocate and free a
 /// buffer of each object's size thousands of times, and without a cache each free emptied a slab
-/// that was purged and faulted back in. Bench M1's data on the local plane: 0.26-0.32 CPU s to
-/// sync, 0.14-0.15 with the caches, for the same peak.
+/// that was purged and faulted back in. Bench M1's data on the local plane (docs/benchmark.md):
+/// 0.29-0.32 CPU s to sync without them, 0.13-0.14 with them, for the same steady and peak RSS.
 #[cfg(feature = "jemalloc")]
 #[allow(unsafe_code, non_upper_case_globals)]
 // SAFETY: jemalloc reads this NUL-terminated string once, at its initialisation.
