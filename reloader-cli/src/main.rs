@@ -143,7 +143,8 @@ fn run_sidecar(args: SidecarArgs) -> ExitCode {
         Ok(guard) => guard,
         Err(error) => return usage_error(&format!("{error:#}")),
     };
-    exit_code(runtime().and_then(|rt| rt.block_on(reloader_sidecar::run(args))))
+    let release = reloader_cli::observe::memory::release_after_sync;
+    exit_code(runtime().and_then(|rt| rt.block_on(reloader_sidecar::run(args, release))))
 }
 
 /// Prints the explanation on stdout; exit 2 for a bad command line, 1 when it cannot explain.

@@ -225,30 +225,42 @@ impl WriteRetry {
 }
 
 /// Keeps the directory in step with the objects and publishes a new generation number after
-/// every content change, until `shutdown` completes.
+/// every content change, until `shutdown` completes. `once_ready` runs when the directory first
+/// holds every object's content.
 pub(crate) async fn sidecar_loop(
     mut engine: Engine,
     mut events: mpsc::Receiver<SourceEvent>,
     generations: watch::Sender<u64>,
     shutdown: impl Future<Output = ()>,
+    once_ready: impl FnOnce(),
 ) -> Result<(), EngineError> {
     let mut shutdown = std::pin::pin!(shutdown);
     let mut retry = WriteRetry::new();
+    let mut once_ready = Some(once_ready);
     loop {
         tokio::select! {
             received = engine.receive(&mut events) => received?,
             () = retry.due() => {}
             () = &mut shutdown => return Ok(()),
         }
-        match engine.sync().await {
+        let ready = match engine.sync().await {
             SyncOutcome::Written => {
                 generations.send_modify(|generation| *generation += 1);
-                engine.metrics.set_ready();
                 retry = WriteRetry::new();
+                true
             }
-            SyncOutcome::Unchanged => engine.metrics.set_ready(),
-            SyncOutcome::Failed => retry.schedule(),
-            SyncOutcome::Waiting => {}
+            SyncOutcome::Unchanged => true,
+            SyncOutcome::Failed => {
+                retry.schedule();
+                false
+            }
+            SyncOutcome::Waiting => false,
+        };
+        if ready {
+            engine.metrics.set_ready();
+            if let Some(once_ready) = once_ready.take() {
+                once_ready();
+            }
         }
     }
 }

@@ -1,4 +1,5 @@
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::*;
 use crate::payload::SourceKind;
@@ -127,9 +128,15 @@ async fn sidecar_publishes_a_generation_per_content_change_only() {
     let (tx, rx) = mpsc::channel(8);
     let (generations, mut generation_rx) = watch::channel(0u64);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(sidecar_loop(engine, rx, generations, async {
-        let _ = stopped.await;
-    }));
+    let task = tokio::spawn(sidecar_loop(
+        engine,
+        rx,
+        generations,
+        async {
+            let _ = stopped.await;
+        },
+        || {},
+    ));
 
     let settle = || tokio::time::sleep(Duration::from_millis(50));
     tx.send(observed(0, &[("a", "1")])).await.unwrap();
@@ -169,14 +176,21 @@ async fn sidecar_retries_a_failed_write() {
     let engine = Engine::new(Tracker::new(sources()), AtomicWriter::new(tmp.path()), metrics.clone()).await;
     let (tx, rx) = mpsc::channel(8);
     let (generations, mut generation_rx) = watch::channel(0u64);
-    let task = tokio::spawn(sidecar_loop(engine, rx, generations, std::future::pending()));
+    let readied = Arc::new(AtomicBool::new(false));
+    let once_ready = {
+        let readied = readied.clone();
+        move || readied.store(true, Ordering::Relaxed)
+    };
+    let task = tokio::spawn(sidecar_loop(engine, rx, generations, std::future::pending(), once_ready));
     tx.send(observed(0, &[("a", "1")])).await.unwrap();
     tx.send(observed(1, &[])).await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(metrics.encode().contains("reloader_sidecar_write_errors_total 1"));
     assert!(!metrics.is_ready());
+    assert!(!readied.load(Ordering::Relaxed), "start-up is not over while nothing is written");
     std::fs::remove_dir(tmp.path().join("..data")).unwrap();
     tokio::time::timeout(Duration::from_secs(5), generation_rx.changed()).await.unwrap().unwrap();
     assert_eq!(read_dir_files(tmp.path())["a"], "1");
+    assert!(readied.load(Ordering::Relaxed), "ready once the files are written");
     task.abort();
 }

@@ -38,7 +38,9 @@ use payload::{SourceId, SourceKind};
 use writer::AtomicWriter;
 
 /// Runs the sidecar until SIGTERM/SIGINT, or in init mode until the files are written.
-pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
+/// `once_ready` runs once, when the directory first holds every object's content: start-up is
+/// over (the caller releases what only start-up needed).
+pub async fn run(args: SidecarArgs, once_ready: impl FnOnce()) -> anyhow::Result<()> {
     let sources = sources(&args)?;
     let client = client(args.kubeconfig.as_deref()).await?;
     let namespace = match args.namespace.as_deref().map(str::trim) {
@@ -91,7 +93,7 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     };
 
     let shutdown = shutdown_signal()?;
-    engine::sidecar_loop(engine, events, generations, shutdown).await?;
+    engine::sidecar_loop(engine, events, generations, shutdown, once_ready).await?;
     tracing::info!("reloader sidecar stopped");
     Ok(())
 }

@@ -193,7 +193,8 @@ fn memory_rows(memory: &[MemoryAtScale]) -> Vec<ScenarioResult> {
                 "S1-ready",
                 "S1 process start to ready",
                 "s",
-                Target::RatioAtMost(0.5),
+                // Reported, not compared: Stakater's /live answers before its caches sync.
+                Target::Informational,
                 spread(|s| s.ready_seconds),
             )
             .detail(detail.clone()),
