@@ -15,8 +15,8 @@ pub fn readme_table(report: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Run of {date}: {cores} cores ({cpu}), {memory:.1} GiB, kernel {kernel}, a machine shared with \
-         other builds; Kubernetes {kubernetes}; ours: {ours}; Stakater: {stakater}. Medians, with \
+        "Run of {date}: {cores} cores ({cpu}), {memory:.1} GiB, kernel {kernel}, load average {load} at \
+         the start; Kubernetes {kubernetes}; ours: {ours}; Stakater: {stakater}. Medians, with \
          (min–max) over the repetitions where a figure was measured more than once (`--repeat={repeat}`; \
          the runs column says how many, ours/Stakater).",
         date = report.date,
@@ -24,6 +24,7 @@ pub fn readme_table(report: &Report) -> String {
         cpu = report.machine.cpu,
         memory = report.machine.memory_bytes as f64 / (1u64 << 30) as f64,
         kernel = report.machine.kernel,
+        load = report.machine.load_average,
         kubernetes = version("kubernetes"),
         ours = version("ours"),
         stakater = version("stakater"),
@@ -90,7 +91,13 @@ mod tests {
         let report = Report {
             date: "2026-01-01T00:00:00Z".into(),
             runtime_seconds: 61.4,
-            machine: Machine { cores: 2, memory_bytes: 1 << 30, cpu: "cpu".into(), kernel: "k".into() },
+            machine: Machine {
+                cores: 2,
+                memory_bytes: 1 << 30,
+                cpu: "cpu".into(),
+                kernel: "k".into(),
+                load_average: "0.05".into(),
+            },
             versions: json!({ "kubernetes": "v1.36.3", "ours": "reloader 0.1.0", "stakater": "v1.4.21" }),
             options: json!({ "repeat": 3 }),
             stakater: Value::Null,
@@ -98,7 +105,7 @@ mod tests {
             m1_points: Vec::new(),
         };
         let table = readme_table(&report);
-        assert!(table.contains("Kubernetes v1.36.3; ours: reloader 0.1.0; Stakater: v1.4.21"), "{table}");
+        assert!(table.contains("kernel k, load average 0.05 at the start; Kubernetes v1.36.3; ours: reloader 0.1.0; Stakater: v1.4.21"), "{table}");
         assert!(
             table.contains(
                 "| M1-steady@1 steady VmRSS after ready (MiB) | 20 (19–21) | 200 (190–210) | 0.10 | ≤ 0.10x | yes | 3/3 |"

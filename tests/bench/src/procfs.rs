@@ -59,6 +59,9 @@ pub struct Machine {
     pub memory_bytes: u64,
     pub cpu: String,
     pub kernel: String,
+    /// The 1-minute load average when the run started, as the kernel prints it: whether
+    /// something else was running then.
+    pub load_average: String,
 }
 
 impl Machine {
@@ -73,11 +76,13 @@ impl Machine {
             .unwrap_or_default();
         let kernel =
             std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_owned();
+        let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
         Self {
             cores: std::thread::available_parallelism().map_or(1, usize::from),
             memory_bytes: status_kib(&meminfo, "MemTotal").unwrap_or_default() * 1024,
             cpu,
             kernel,
+            load_average: loadavg.split_whitespace().next().unwrap_or("?").to_owned(),
         }
     }
 }
