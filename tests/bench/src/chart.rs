@@ -218,13 +218,7 @@ mod tests {
         Report {
             date: "2026-01-01T00:00:00Z".into(),
             runtime_seconds: 1.0,
-            machine: Machine {
-                cores: 2,
-                memory_bytes: 1 << 30,
-                cpu: "cpu".into(),
-                kernel: "k".into(),
-                load_average: "0.05".into(),
-            },
+            machine: Machine::example(),
             versions: Value::Null,
             options: Value::Null,
             stakater: Value::Null,

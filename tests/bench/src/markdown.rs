@@ -91,13 +91,7 @@ mod tests {
         let report = Report {
             date: "2026-01-01T00:00:00Z".into(),
             runtime_seconds: 61.4,
-            machine: Machine {
-                cores: 2,
-                memory_bytes: 1 << 30,
-                cpu: "cpu".into(),
-                kernel: "k".into(),
-                load_average: "0.05".into(),
-            },
+            machine: Machine::example(),
             versions: json!({ "kubernetes": "v1.36.3", "ours": "reloader 0.1.0", "stakater": "v1.4.21" }),
             options: json!({ "repeat": 3 }),
             stakater: Value::Null,

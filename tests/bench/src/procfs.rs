@@ -88,6 +88,20 @@ impl Machine {
 }
 
 #[cfg(test)]
+impl Machine {
+    /// A made-up machine, for tests of the report's rendering.
+    pub fn example() -> Self {
+        Self {
+            cores: 2,
+            memory_bytes: 1 << 30,
+            cpu: "cpu".into(),
+            kernel: "k".into(),
+            load_average: "0.05".into(),
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
