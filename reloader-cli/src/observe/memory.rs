@@ -105,7 +105,8 @@ pub fn heap_allocated() -> Option<u64> {
 
 /// After the initial lists: ends start-up's allocator caches ([`end_start_up`]), and returns
 /// the memory the lists freed to the system, and the pages of code start-up used and the steady
-/// state does not (see [`release_cold_code`]).
+/// state does not (see [`release_cold_code`]). The sidecar calls it once its directory first
+/// holds every object's content.
 pub fn release_after_sync() {
     end_start_up();
     release_free_memory();
