@@ -23,10 +23,10 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// jemalloc's start-up options: the profiler is compiled in, and samples one allocation per
 /// ~64 KiB allocated (`lg_prof_sample:16`; Go samples per 512 KiB, too coarse for a heap of a few
 /// MB) once `--enable-pprof` activates it; one arena as with glibc; freed pages returned at once
-/// (no decay, so no background thread to purge them). Measured on bench M1 (docs/benchmark.md),
-/// against one arena with caches and a 1 s decay on a background thread: anonymous memory 6.5 ->
-/// 5.1 MiB steady, and 2.5 MiB less at the peak; the controller allocates little per second, so
-/// the purges cost next to nothing.
+/// through start-up (no decay, so no background thread to purge them; the controller's steady
+/// state keeps them a while, [`keep_freed_pages_for_a_while`]). Measured on bench M1
+/// (docs/benchmark.md), against one arena with caches and a 1 s decay on a background thread:
+/// anonymous memory 6.5 -> 5.1 MiB steady, and 2.5 MiB less at the peak.
 ///
 /// Per-thread caches only during start-up ([`runtime`]): the initial lists allocate and free a
 /// buffer of each object's size thousands of times, and without a cache each free emptied a slab
@@ -111,6 +111,45 @@ pub fn release_after_sync() {
     end_start_up();
     release_free_memory();
     release_cold_code();
+}
+
+/// How long the steady state keeps freed pages, in milliseconds (jemalloc's `ssize_t`): dirty
+/// pages become muzzy (`MADV_FREE`) after about this long, and muzzy ones are returned after as
+/// long again.
+#[cfg(feature = "jemalloc")]
+const STEADY_STATE_DECAY_MS: isize = 1000;
+
+/// From now on, pages freed wait about a second before going back to the system (start-up,
+/// per [`malloc_conf`], returns them at once). Why: every watch event frees buffers that the
+/// next one allocates again (rustls shrinks a connection's read buffer once drained, hyper and
+/// kube's line codec grow theirs per event), and returned at once, each costs an `madvise`, a TLB
+/// flush on the other core and fresh page faults on the reload's path. Measured on the local
+/// plane (docs/benchmark.md, "The allocator on a reload's path"): from a ConfigMap's watch event
+/// read to its Deployment's PATCH written, p50 0.62 -> 0.45 ms at L1's pace. The controller and
+/// the process floor call it after [`release_after_sync`]; the sidecar, which serves in every
+/// pod and is not latency-bound, does not.
+pub fn keep_freed_pages_for_a_while() {
+    #[cfg(feature = "jemalloc")]
+    {
+        let narenas = tikv_jemalloc_ctl::arenas::narenas::read().unwrap_or(0);
+        // Arenas made later (jemalloc's arena for huge allocations) take the defaults.
+        let names = ["arenas.dirty_decay_ms".to_owned(), "arenas.muzzy_decay_ms".to_owned()]
+            .into_iter()
+            .chain(
+                (0..narenas)
+                    .flat_map(|i| [format!("arena.{i}.dirty_decay_ms"), format!("arena.{i}.muzzy_decay_ms")]),
+            );
+        for name in names {
+            let name = format!("{name}\0");
+            #[allow(unsafe_code)]
+            // SAFETY: a NUL-terminated name of a jemalloc setting whose value is an ssize_t.
+            if let Err(error) =
+                unsafe { tikv_jemalloc_ctl::raw::write(name.as_bytes(), STEADY_STATE_DECAY_MS) }
+            {
+                tracing::debug!(%error, setting = name.trim_end_matches('\0'), "jemalloc: the decay could not be set");
+            }
+        }
+    }
 }
 
 /// Returns the memory the allocator holds free to the system.
@@ -217,6 +256,29 @@ mod tests {
         end_start_up();
         drop_thread_cache_after_start_up();
         assert!(!enabled(), "dropped after start-up");
+    }
+
+    /// Start-up returns freed pages at once (`malloc_conf`); once asked, every arena, and those
+    /// made later, keeps them about a second.
+    #[cfg(feature = "jemalloc")]
+    #[test]
+    fn freed_pages_are_kept_a_while_once_asked() {
+        #[allow(unsafe_code)]
+        // SAFETY: NUL-terminated names of ssize_t settings.
+        let read = |name: &str| unsafe { tikv_jemalloc_ctl::raw::read::<isize>(name.as_bytes()) }.unwrap();
+        let settings = [
+            "arena.0.dirty_decay_ms\0",
+            "arena.0.muzzy_decay_ms\0",
+            "arenas.dirty_decay_ms\0",
+            "arenas.muzzy_decay_ms\0",
+        ];
+        for setting in settings {
+            assert_eq!(read(setting), 0, "{setting} before");
+        }
+        keep_freed_pages_for_a_while();
+        for setting in settings {
+            assert_eq!(read(setting), STEADY_STATE_DECAY_MS, "{setting} after");
+        }
     }
 
     #[test]

@@ -89,6 +89,7 @@ impl CatchUp {
         let release = async {
             tokio::time::sleep(RELEASE_AFTER_SYNC).await;
             crate::observe::memory::release_after_sync();
+            crate::observe::memory::keep_freed_pages_for_a_while();
         };
         tokio::join!(release, self.sweeps(leader));
     }

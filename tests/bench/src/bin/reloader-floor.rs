@@ -63,6 +63,7 @@ async fn watch() -> anyhow::Result<()> {
             _ = report.tick(), if lists_to_go == 0 => {
                 if !released {
                     memory::release_after_sync();
+                    memory::keep_freed_pages_for_a_while();
                     released = true;
                 }
                 if let Some(heap) = heap_allocated() {
