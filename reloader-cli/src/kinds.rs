@@ -7,9 +7,9 @@ use std::fmt;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use kube::Client;
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Client, Resource};
 use reloader_core::model::{WorkloadKey, WorkloadKind};
 use reloader_core::options::Options;
 use reloader_core::skeleton::Skeleton;
@@ -404,6 +404,37 @@ pub(crate) async fn load(client: &Client, key: &WorkloadKey) -> Result<Option<Lo
             Api::namespaced(c, ns).get_opt(name).await?.map(Loaded::DeploymentConfig)
         }
     })
+}
+
+/// PATCHes a workload; the object as the API server left it, as its backend type.
+pub(crate) async fn patch(
+    client: &Client,
+    key: &WorkloadKey,
+    params: &PatchParams,
+    patch: &Patch<serde_json::Value>,
+) -> Result<Loaded, kube::Error> {
+    async fn typed<K>(
+        client: &Client,
+        key: &WorkloadKey,
+        params: &PatchParams,
+        patch: &Patch<serde_json::Value>,
+    ) -> Result<Loaded, kube::Error>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()> + ToLoaded,
+        K: Clone + serde::de::DeserializeOwned + fmt::Debug,
+    {
+        let api: Api<K> = Api::namespaced(client.clone(), &key.namespace);
+        Ok(api.patch(&key.name, params, patch).await?.into_loaded())
+    }
+    match key.kind {
+        WorkloadKind::Deployment => typed::<Deployment>(client, key, params, patch).await,
+        WorkloadKind::DaemonSet => typed::<DaemonSet>(client, key, params, patch).await,
+        WorkloadKind::StatefulSet => typed::<StatefulSet>(client, key, params, patch).await,
+        WorkloadKind::CronJob => typed::<CronJob>(client, key, params, patch).await,
+        WorkloadKind::Job => typed::<Job>(client, key, params, patch).await,
+        WorkloadKind::Rollout => typed::<Rollout>(client, key, params, patch).await,
+        WorkloadKind::DeploymentConfig => typed::<DeploymentConfig>(client, key, params, patch).await,
+    }
 }
 
 /// Typed objects that can become a [`Loaded`] (every watched workload type).

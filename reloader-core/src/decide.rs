@@ -156,6 +156,17 @@ pub(crate) fn decide(workload: &WorkloadView, resource: &ResourceView, opts: &De
     }
 }
 
+/// Whether a workload's view can be trusted to show the markers the workload will carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ViewMarkers {
+    /// No write of ours is on its way to the workload: its view shows its markers.
+    Settled,
+    /// A write of ours is queued or in flight and may change them. A change the view already
+    /// records is planned anyway; the writer decides on the view that write leaves
+    /// (docs/behaviour.md §C32e).
+    Writing,
+}
+
 /// `decide`, then the marker comparison: the change to make, or why none is needed.
 pub(crate) fn plan(
     workload: &WorkloadView,
@@ -163,7 +174,7 @@ pub(crate) fn plan(
     event: ResourceEventKind,
     opts: &DecideOptions,
 ) -> Result<MarkerChange, SkipReason> {
-    plan_update(workload, resource, None, event, opts)
+    plan_update(workload, resource, None, event, opts, ViewMarkers::Settled)
 }
 
 /// `plan`, knowing the per-key digests the resource had before this update: a key filter whose
@@ -175,6 +186,7 @@ pub(crate) fn plan_update(
     previous_keys: Option<&KeyDigests>,
     event: ResourceEventKind,
     opts: &DecideOptions,
+    markers: ViewMarkers,
 ) -> Result<MarkerChange, SkipReason> {
     let container = match decide(workload, resource, opts) {
         Decision::Reload { container, .. } => container,
@@ -193,7 +205,7 @@ pub(crate) fn plan_update(
         return Err(SkipReason::AlreadyCurrent);
     }
     let action = marker_action(event, hash, opts.strategy);
-    if workload.markers.records(&resource.key, &action, opts.strategy) {
+    if markers == ViewMarkers::Settled && workload.markers.records(&resource.key, &action, opts.strategy) {
         return Err(SkipReason::AlreadyCurrent);
     }
     Ok(MarkerChange { resource: resource.key.clone(), action, strategy: opts.strategy, container })

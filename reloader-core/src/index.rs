@@ -26,8 +26,8 @@ use std::hash::{Hash, Hasher};
 
 use crate::annotations::{ReloadAnnotations, kind_index};
 use crate::decide::{
-    DecideOptions, Decision, ExplicitEntry, ResourceEventKind, SkipReason, decide, explicit_entries, plan,
-    plan_update,
+    DecideOptions, Decision, ExplicitEntry, ResourceEventKind, SkipReason, ViewMarkers, decide,
+    explicit_entries, plan, plan_update,
 };
 use crate::hash::DELETE_MARKER_HASH;
 use crate::keys::{KeyDigests, marker_hash};
@@ -140,17 +140,34 @@ impl Index {
         self.resources.iter().map(|stored| &stored.view)
     }
 
-    /// Stores `view` from a list, returning the view it replaces. A workload new to the index
-    /// gets no creation version: a listed version is its last change, not its creation.
+    /// Stores `view` from a list, returning the view the index held before. A workload new to
+    /// the index gets no creation version: a listed version is its last change, not its creation.
     pub fn upsert_workload(&mut self, view: WorkloadView) -> Option<WorkloadView> {
         self.store_workload(view, false)
     }
 
-    /// Stores `view` from a live watch event, returning the view it replaces. A workload the index
-    /// did not know comes from its ADDED event, whose version is the one that created it: changes
-    /// with a smaller version are never planned for it (docs/behaviour.md §G).
+    /// Stores `view` from a live watch event, returning the view the index held before. A
+    /// workload the index did not know comes from its ADDED event, whose version is the one that
+    /// created it: changes with a smaller version are never planned for it (docs/behaviour.md §G).
     pub fn upsert_watched_workload(&mut self, view: WorkloadView) -> Option<WorkloadView> {
         self.store_workload(view, true)
+    }
+
+    /// Stores the workload as the API server's answer to our own write left it, so that a change
+    /// decided before the watch brings that write back sees it (docs/behaviour.md §C32e). Until
+    /// a watch event or list reaches its version, an older view of the same object is not
+    /// stored over it. A workload the index does not hold (deleted meanwhile) stays out, and an
+    /// answer that is not newer than the view changes nothing. True if it was stored.
+    pub fn upsert_written_workload(&mut self, view: WorkloadView) -> bool {
+        let Some(&id) = self.workloads.ids.get(&view.key) else { return false };
+        let Some(written) = view.version else { return false };
+        let stored = self.workloads.get(id).expect("ids only name occupied slots");
+        if stored.uid != view.uid || stored.version.is_some_and(|seen| seen >= written) {
+            return false;
+        }
+        self.replace_workload(id, view);
+        self.workloads.written_ahead.insert(id, written);
+        true
     }
 
     fn store_workload(&mut self, view: WorkloadView, watched: bool) -> Option<WorkloadView> {
@@ -160,6 +177,19 @@ impl Index {
             self.lookup.add(id, self.workloads.get(id).expect("just inserted"));
             return None;
         };
+        if let Some(&written) = self.workloads.written_ahead.get(&id) {
+            let stored = self.workloads.get(id).expect("ids only name occupied slots");
+            if stored.uid == view.uid && view.version.is_some_and(|seen| seen < written) {
+                // Behind our own write: the view stays as the write left it.
+                return Some(stored.clone());
+            }
+            self.workloads.written_ahead.remove(&id);
+        }
+        Some(self.replace_workload(id, view))
+    }
+
+    /// Puts `view` in slot `id`, returning the view it replaces.
+    fn replace_workload(&mut self, id: WorkloadId, view: WorkloadView) -> WorkloadView {
         let slot = self.workloads.slot_mut(id);
         let previous = std::mem::replace(slot, view);
         // Most workload events (status updates, resyncs) leave the lookups as they were.
@@ -167,7 +197,7 @@ impl Index {
             self.lookup.remove(id, &previous);
             self.lookup.add(id, slot);
         }
-        Some(previous)
+        previous
     }
 
     pub fn remove_workload(&mut self, key: &WorkloadKey) -> Option<WorkloadView> {
@@ -204,12 +234,14 @@ impl Index {
     /// `plan` for every candidate of `resource`, in candidate order, leaving out the workloads
     /// created after the change: `resource.version` is the version of the change being planned,
     /// compared with the creation version of the workloads seen through their ADDED event
-    /// (docs/behaviour.md §G; unknown on either side: not left out).
+    /// (docs/behaviour.md §G; unknown on either side: not left out). `writing` names the
+    /// workloads a write of ours is on its way to, whose views may not show their markers yet.
     pub fn plan_changes(
         &self,
         resource: &ResourceView,
         event: ResourceEventKind,
         opts: &DecideOptions,
+        writing: impl Fn(&WorkloadKey) -> bool,
     ) -> Vec<(WorkloadKey, Result<MarkerChange, SkipReason>)> {
         let created_after = |workload: &WorkloadView| {
             let created = self.workloads.ids.get(&workload.key).and_then(|&id| self.workloads.created(id));
@@ -221,7 +253,9 @@ impl Index {
             .into_iter()
             .filter(|workload| !created_after(workload))
             .map(|workload| {
-                (workload.key.clone(), plan_update(workload, resource, previous_keys, event, opts))
+                let markers =
+                    if writing(&workload.key) { ViewMarkers::Writing } else { ViewMarkers::Settled };
+                (workload.key.clone(), plan_update(workload, resource, previous_keys, event, opts, markers))
             })
             .collect()
     }
@@ -412,6 +446,8 @@ struct Slab {
     created: Vec<Option<ResourceVersion>>,
     free: Vec<WorkloadId>,
     ids: HashMap<WorkloadKey, WorkloadId>,
+    /// The slots our own writes stored ahead of the watch, with the version each write made.
+    written_ahead: HashMap<WorkloadId, ResourceVersion>,
     /// The sorted ids of each namespace's workloads (a key's namespace never changes).
     by_namespace: HashMap<Box<str>, Vec<WorkloadId>>,
 }
@@ -465,6 +501,7 @@ impl Slab {
     fn remove(&mut self, id: WorkloadId) -> WorkloadView {
         let view = self.slots[id as usize].take().expect("ids only name occupied slots");
         self.ids.remove(&view.key);
+        self.written_ahead.remove(&id);
         let namespace = &*view.key.namespace;
         if let Some(ids) = self.by_namespace.get_mut(namespace) {
             if let Ok(at) = ids.binary_search(&id) {

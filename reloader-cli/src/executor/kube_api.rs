@@ -9,7 +9,7 @@ use reloader_core::model::WorkloadKey;
 use serde_json::Value;
 
 use super::api::{FIELD_MANAGER, WorkloadApi};
-use crate::kinds::{Loaded, api_resource, load};
+use crate::kinds::{self, Loaded, api_resource, load};
 
 pub(crate) struct KubeWorkloadApi {
     client: Client,
@@ -44,9 +44,9 @@ impl WorkloadApi for KubeWorkloadApi {
         Ok(metadata.and_then(|m| m.metadata.resource_version))
     }
 
-    async fn patch(&self, key: &WorkloadKey, patch: &Patch<Value>) -> Result<(), kube::Error> {
+    async fn patch(&self, key: &WorkloadKey, patch: &Patch<Value>) -> Result<Loaded, kube::Error> {
         let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
-        self.dynamic(key).patch(&key.name, &params, patch).await.map(drop)
+        kinds::patch(&self.client, key, &params, patch).await
     }
 
     async fn create_job(&self, namespace: &str, job: &Job) -> Result<(), kube::Error> {

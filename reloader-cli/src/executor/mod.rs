@@ -178,6 +178,12 @@ impl Executor {
         inner.wake.notify_one();
     }
 
+    /// Is a write to `key` queued or in flight?
+    pub(crate) fn has_work(&self, key: &WorkloadKey) -> bool {
+        let state = self.inner.state.lock().expect("queue lock");
+        state.pending.contains_key(key) || state.in_flight.contains(key)
+    }
+
     async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let mut writes = JoinSet::new();
         loop {

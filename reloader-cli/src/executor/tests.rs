@@ -15,6 +15,7 @@ use reloader_core::markers::{MarkerAction, MarkerChange, apply_to_template};
 use reloader_core::model::{
     ContentHash, ReloadStrategy, ResourceKey, ResourceKind, WorkloadKey, WorkloadKind,
 };
+use reloader_core::views::WorkloadView;
 use reloader_workload_argo::Rollout;
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -25,6 +26,7 @@ use super::*;
 use crate::kinds::Loaded;
 use crate::notify::alerts::ReloadNotice;
 use crate::notify::events::{EventReason, EventSource, EventTarget, WorkloadEvent};
+use crate::views::workload_view;
 
 const NS: &str = "team-a";
 
@@ -60,6 +62,8 @@ struct FakeApi {
     delete_status: Mutex<Option<u16>>,
     /// When set, the first patch demotes this replica (and fails with 409).
     demote_on_patch: Mutex<Option<watch::Sender<bool>>>,
+    /// What the next successful patches answer; none left: the stored object (or a fixture).
+    patch_answers: Mutex<VecDeque<Loaded>>,
     calls: Mutex<Vec<Call>>,
 }
 
@@ -111,7 +115,7 @@ impl WorkloadApi for FakeApi {
         Ok(self.current_version.lock().unwrap().clone())
     }
 
-    async fn patch(&self, key: &WorkloadKey, patch: &Patch<Value>) -> Result<(), kube::Error> {
+    async fn patch(&self, key: &WorkloadKey, patch: &Patch<Value>) -> Result<Loaded, kube::Error> {
         let (kind, body) = match patch {
             Patch::Strategic(body) => ("strategic", body.clone()),
             Patch::Merge(body) => ("merge", body.clone()),
@@ -123,10 +127,19 @@ impl WorkloadApi for FakeApi {
             leader.send_replace(false);
             return Err(api_error(409));
         }
-        match self.patch_failures.lock().unwrap().pop_front() {
-            Some(code) => Err(api_error(code)),
-            None => Ok(()),
+        if let Some(code) = self.patch_failures.lock().unwrap().pop_front() {
+            return Err(api_error(code));
         }
+        if let Some(answer) = self.patch_answers.lock().unwrap().pop_front() {
+            return Ok(answer);
+        }
+        Ok(match self.objects.lock().unwrap().get(key).cloned() {
+            Some(Stored::Deployment(d)) => Loaded::Deployment(d),
+            Some(Stored::Job(j)) => Loaded::Job(j),
+            Some(Stored::Rollout(r)) => Loaded::Rollout(r),
+            None if key.kind == WorkloadKind::Rollout => Loaded::Rollout(rollout(&key.name)),
+            None => Loaded::Deployment(deployment(&key.name)),
+        })
     }
 
     async fn create_job(&self, _namespace: &str, job: &Job) -> Result<(), kube::Error> {
@@ -155,11 +168,22 @@ impl WorkloadApi for FakeApi {
 
 /// The index's views: empty unless a test puts one (then the first attempt builds from it).
 #[derive(Default)]
-struct FakeViews(Mutex<HashMap<WorkloadKey, reloader_core::views::WorkloadView>>);
+struct FakeViews {
+    views: Mutex<HashMap<WorkloadKey, WorkloadView>>,
+    /// Every write's answer handed to the index, in order, with whether the executor still
+    /// counted that workload's write as under way at that moment.
+    written: Mutex<Vec<(WorkloadView, bool)>>,
+    executor: std::sync::OnceLock<Executor>,
+}
 
 impl WorkloadViews for FakeViews {
-    fn view(&self, key: &WorkloadKey) -> Option<reloader_core::views::WorkloadView> {
-        self.0.lock().unwrap().get(key).cloned()
+    fn view(&self, key: &WorkloadKey) -> Option<WorkloadView> {
+        self.views.lock().unwrap().get(key).cloned()
+    }
+
+    fn written(&self, view: WorkloadView) {
+        let under_way = self.executor.get().expect("set by start").has_work(&view.key);
+        self.written.lock().unwrap().push((view, under_way));
     }
 }
 
@@ -167,7 +191,7 @@ impl FakeViews {
     /// Indexes `object` as the watch would.
     fn index(&self, object: &Loaded) {
         let view = object.with(|w| w.view(&AnnotationKeys::default()));
-        self.0.lock().unwrap().insert(view.key.clone(), view);
+        self.views.lock().unwrap().insert(view.key.clone(), view);
     }
 }
 
@@ -334,6 +358,7 @@ fn start(setup: Setup) -> Harness {
         shutdown.clone(),
     );
     let task = tokio::spawn(dispatch);
+    assert!(views.executor.set(executor.clone()).is_ok());
     Harness { executor, api, views, events, alerts, metrics, leader, shutdown, task }
 }
 
@@ -1271,6 +1296,32 @@ async fn a_view_that_records_every_change_sends_nothing() {
     h.settle(SETTLE).await;
     assert_eq!(h.api.calls(), [], "no read, no write");
     assert!(h.events.all().is_empty());
+    h.stop().await;
+}
+
+/// docs/behaviour.md §C32e: the API server's answer to a write reaches the index while the write
+/// still counts as under way, so a change planned meanwhile either sees that answer or is queued.
+/// A failed write hands nothing over.
+#[tokio::test(start_paused = true)]
+async fn a_writes_answer_reaches_the_index_before_the_write_leaves_the_queue() {
+    let h = start(Setup::default());
+    let workload = key(WorkloadKind::Deployment, "web");
+    indexed(&h, &workload, Stored::Deployment(deployment("web")));
+    let change = env_change("cfg", 1);
+    let mut answer = current_deployment("web", &change);
+    answer.metadata.resource_version = Some("11".into());
+    h.api.patch_answers.lock().unwrap().push_back(Loaded::Deployment(answer.clone()));
+    h.api.fail_patches(&[500, 500, 500, 500, 500, 500]);
+    h.reload(&workload, vec![env_change("other", 2)]);
+    assert!(h.executor.has_work(&workload));
+    h.settle(SETTLE).await;
+    assert!(h.views.written.lock().unwrap().is_empty(), "a failed write hands nothing over");
+
+    h.reload(&workload, vec![change]);
+    h.settle(SETTLE).await;
+    assert!(!h.executor.has_work(&workload));
+    let expected = workload_view(&Loaded::Deployment(answer), &AnnotationKeys::default());
+    assert_eq!(*h.views.written.lock().unwrap(), [(expected, true)]);
     h.stop().await;
 }
 

@@ -23,6 +23,7 @@ use crate::kinds::Loaded;
 use crate::notify::alerts::{AlertQueue, ReloadNotice};
 use crate::notify::events::{EventSink, EventTarget, WorkloadEvent};
 use crate::observe::metrics::{ActionResult, ErrorType, Metrics, SkipReason};
+use crate::views::workload_view;
 
 /// Enough, with [`conflict_pause`], to outlast a writer updating the object in a tight loop.
 const MAX_CONFLICT_RETRIES: u32 = 20;
@@ -341,7 +342,8 @@ impl Writer {
                     ),
                 };
                 match self.api.patch(key, &patch).await {
-                    Ok(()) => {}
+                    // In the index before this write leaves the queue (docs/behaviour.md §C32e).
+                    Ok(written) => self.views.written(workload_view(&written, &self.keys)),
                     // The view was behind: the workload is gone.
                     Err(kube::Error::Api(e)) if source == Source::View && e.code == 404 => {
                         return Ok(Outcome::Gone);

@@ -204,7 +204,7 @@ pub(crate) fn sweep(
             continue;
         };
         let targets: HashSet<WorkloadKey> = targets.into_iter().collect();
-        for (workload, plan) in index.plan_changes(&resource, event, decide) {
+        for (workload, plan) in index.plan_changes(&resource, event, decide, |w| queue.has_work(w)) {
             let Ok(change) = plan else { continue };
             if !targets.contains(&workload) {
                 continue;
@@ -223,7 +223,9 @@ pub(crate) fn sweep(
         });
         for resource in listed {
             not_updated += index.selected_but_unused(resource, decide) as u64;
-            for (workload, plan) in index.plan_changes(resource, ResourceEventKind::Created, decide) {
+            for (workload, plan) in
+                index.plan_changes(resource, ResourceEventKind::Created, decide, |w| queue.has_work(w))
+            {
                 match plan {
                     Ok(change) if workload.kind.is_long_running() => {
                         queue.enqueue(workload, Work::Reload(vec![change]), now);

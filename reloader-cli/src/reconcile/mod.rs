@@ -38,11 +38,17 @@ use crate::sources::Phase;
 pub(crate) trait WorkQueue: Send + Sync {
     /// Queues `work` for `workload`; `event_at` is when the triggering watch event arrived.
     fn enqueue(&self, workload: WorkloadKey, work: Work, event_at: Instant);
+    /// Is a write to `workload` queued or in flight? Its view may not show its markers yet.
+    fn has_work(&self, workload: &WorkloadKey) -> bool;
 }
 
 impl WorkQueue for Executor {
     fn enqueue(&self, workload: WorkloadKey, work: Work, event_at: Instant) {
         Executor::enqueue(self, workload, work, event_at);
+    }
+
+    fn has_work(&self, workload: &WorkloadKey) -> bool {
+        Executor::has_work(self, workload)
     }
 }
 
@@ -54,6 +60,10 @@ pub(crate) struct NoWrites;
 impl WorkQueue for NoWrites {
     fn enqueue(&self, workload: WorkloadKey, work: Work, _event_at: Instant) {
         tracing::error!(%workload, ?work, "--webhook-url mode writes no workload; dropped a queued write");
+    }
+
+    fn has_work(&self, _: &WorkloadKey) -> bool {
+        false
     }
 }
 
@@ -322,7 +332,11 @@ impl Reconciler {
             self.processed(event_type, resource_type, ProcessResult::Ignored, received.elapsed());
             return;
         }
-        let plans = self.index.read().expect("index lock").plan_changes(view, event, &self.config.decide);
+        // Asked under the index's lock: a write ends by storing its answer in the index, then
+        // leaves the queue, so a view from before that write always finds it still there.
+        let writing = |workload: &WorkloadKey| self.queue.has_work(workload);
+        let plans =
+            self.index.read().expect("index lock").plan_changes(view, event, &self.config.decide, writing);
         let targets = plans.iter().filter(|(_, plan)| plan.is_ok()).map(|(workload, _)| workload.clone());
         self.standby.record_unless_leading(&self.leader, view, event, targets);
         let mut matched = 0u64;

@@ -29,9 +29,10 @@ use crate::scope::ScopeFilter;
 use crate::sources::Phase;
 use crate::views::workload_view;
 
-/// Records what was queued: (workload name, "reload"/"resume").
+/// Records what was queued: (workload name, "reload"/"resume"); `writing` names the workloads
+/// it says a write is queued or in flight for.
 #[derive(Default)]
-struct FakeQueue(Mutex<Vec<(String, &'static str)>>);
+struct FakeQueue(Mutex<Vec<(String, &'static str)>>, Mutex<HashSet<String>>);
 
 impl WorkQueue for FakeQueue {
     fn enqueue(&self, workload: WorkloadKey, work: Work, _event_at: Instant) {
@@ -40,6 +41,10 @@ impl WorkQueue for FakeQueue {
             Work::Resume => "resume",
         };
         self.0.lock().unwrap().push((workload.name.to_string(), what));
+    }
+
+    fn has_work(&self, workload: &WorkloadKey) -> bool {
+        self.1.lock().unwrap().contains(&*workload.name)
     }
 }
 
@@ -128,6 +133,8 @@ struct Setup {
     scope: NamespaceScope,
     selected: &'static [&'static str],
     strategy: ReloadStrategy,
+    /// Workloads the queue says a write is queued or in flight for.
+    writing: &'static [&'static str],
 }
 
 impl Default for Setup {
@@ -139,6 +146,7 @@ impl Default for Setup {
             scope: NamespaceScope::All { ignore: vec![], selector: None },
             selected: &[],
             strategy: ReloadStrategy::EnvVars,
+            writing: &[],
         }
     }
 }
@@ -157,6 +165,7 @@ fn stage(setup: &Setup, workloads: &[WorkloadView], resources: &[ResourceView]) 
         scope.set_selected(ns, true);
     }
     let queue = Arc::new(FakeQueue::default());
+    queue.1.lock().unwrap().extend(setup.writing.iter().map(|name| name.to_string()));
     let events = Arc::new(FakeEvents::default());
     let metrics = Metrics::new(false);
     let reconciler = Reconciler {
@@ -269,6 +278,15 @@ fn resource_cases() -> Vec<Case> {
                 s.strategy = ReloadStrategy::Annotations;
             })
             .processed("queued"),
+        // env-vars: a delete removes the marker, and neither view carries one.
+        case("delete, env-vars, no marker in the views: nothing", Deleted(same()), &[])
+            .with(|s| s.reload_on_delete = true)
+            .processed("no_match"),
+        // docs/behaviour.md §C32e: that write may be adding the marker the delete must remove.
+        case("delete, env-vars, a write to web under way: web", Deleted(same()), &["web"]).with(|s| {
+            s.reload_on_delete = true;
+            s.writing = &["web"];
+        }),
         case("delete of an ignored resource: nothing", Deleted(same()), &[])
             .index(vec![explicit("ns", "web")], vec![ignored(same())])
             .with(|s| s.reload_on_delete = true)

@@ -25,6 +25,10 @@ impl WorkQueue for RecordedQueue {
     fn enqueue(&self, workload: WorkloadKey, _: Work, _: Instant) {
         self.0.lock().unwrap().push(workload);
     }
+
+    fn has_work(&self, _: &WorkloadKey) -> bool {
+        false
+    }
 }
 
 struct NoEvents;

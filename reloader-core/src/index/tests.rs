@@ -80,7 +80,7 @@ fn candidates() {
     // search reloads among the two sharing the ConfigMap).
     let opts = DecideOptions::default();
     let planned: Vec<_> = index
-        .plan_changes(&cm("shared").matched(), ResourceEventKind::Updated, &opts)
+        .plan_changes(&cm("shared").matched(), ResourceEventKind::Updated, &opts, |_| false)
         .into_iter()
         .map(|(key, result)| (key.name.to_string(), result.map(|c| c.container)))
         .collect();
@@ -107,7 +107,7 @@ fn search_without_match_does_not_reload_through_the_index() {
     ]);
     let opts = DecideOptions::default();
     let results: Vec<_> = index
-        .plan_changes(&cm("c"), ResourceEventKind::Updated, &opts)
+        .plan_changes(&cm("c"), ResourceEventKind::Updated, &opts, |_| false)
         .into_iter()
         .map(|(key, result)| (key.name.to_string(), result.is_ok()))
         .collect();
@@ -474,7 +474,8 @@ fn plan_changes_leave_out_workloads_created_after_the_change() {
     // A later event of a known workload (a status update) does not move its creation.
     index.upsert_watched_workload(auto("modified-after").at_version("31").view());
     let planned = |resource: &ResourceView| -> Vec<String> {
-        let plans = index.plan_changes(resource, ResourceEventKind::Updated, &DecideOptions::default());
+        let plans =
+            index.plan_changes(resource, ResourceEventKind::Updated, &DecideOptions::default(), |_| false);
         plans.into_iter().filter(|(_, plan)| plan.is_ok()).map(|(key, _)| key.name.to_string()).collect()
     };
     let changed = cm("c").with_hash(hash("v2"));
@@ -548,4 +549,82 @@ fn selected_but_unused() {
     for (name, resource, opts, want) in cases {
         assert_eq!(index.selected_but_unused(&resource, opts), want, "{name}");
     }
+}
+
+/// docs/behaviour.md §C32e: the API server's answer to our own write is in the index at once, so
+/// a change decided before the watch brings the write back (a delete right after a create) is
+/// decided on the markers the workload carries; an older event does not take it back.
+#[test]
+fn our_writes_are_seen_before_the_watch_brings_them_back() {
+    let resource = secret("late");
+    let env = crate::naming::env_var_name(resource.key.kind, &resource.key.name);
+    let web = || deployment("web").annotate(AUTO, "true").uses_secret("app", "late", EnvFrom);
+    let key = web().view().key;
+    let removal = |index: &Index| {
+        let plans =
+            index.plan_changes(&resource, ResourceEventKind::Deleted, &DecideOptions::default(), |_| false);
+        plans.into_iter().map(|(_, plan)| plan.map(|change| change.action)).collect::<Vec<_>>()
+    };
+    let has_marker =
+        |index: &Index| index.workload(&key).unwrap().markers.env_value(resource.key.kind, "late").is_some();
+    let mut index = Index::default();
+    index.upsert_watched_workload(web().at_version("10").view());
+    assert_eq!(removal(&index), [Err(SkipReason::AlreadyCurrent)]);
+
+    let written = web().env("app", &env, &resource.hash.to_hex()).at_version("12");
+    assert!(index.upsert_written_workload(written.view()));
+    assert_eq!(removal(&index), [Ok(MarkerAction::Remove)]);
+    // The same answer again, or an older one, is not newer than the view.
+    assert!(!index.upsert_written_workload(written.view()));
+    assert!(!index.upsert_written_workload(web().at_version("11").view()));
+
+    // The watch, still behind the write (a status update before it), does not take it back...
+    let previous = index.upsert_watched_workload(web().at_version("11").view());
+    assert_eq!(previous, Some(written.view()), "the view the index holds");
+    assert!(has_marker(&index));
+    // ...and once it has caught up, every event counts again: someone removed the marker.
+    index.upsert_watched_workload(written.view());
+    index.upsert_watched_workload(web().at_version("13").view());
+    assert!(!has_marker(&index));
+    index.upsert_watched_workload(web().at_version("12").view());
+    assert!(!has_marker(&index), "a watch event is stored as it comes once the write is confirmed");
+
+    // A workload the index does not hold is not brought back by a write's answer.
+    index.remove_workload(&key);
+    assert!(!index.upsert_written_workload(written.at_version("14").view()));
+    assert!(index.workload(&key).is_none());
+}
+
+/// docs/behaviour.md §C32e: while a write of ours is queued or in flight for a workload, a change
+/// its view already records is planned anyway (that write may change the markers).
+#[test]
+fn changes_for_a_workload_being_written_are_planned_even_if_its_view_records_them() {
+    let resource = cm("c");
+    let env = crate::naming::env_var_name(resource.key.kind, &resource.key.name);
+    let index = index_of(&[
+        deployment("being-written").annotate(AUTO, "true").uses_cm("app", "c", EnvFrom).env(
+            "app",
+            &env,
+            &resource.hash.to_hex(),
+        ),
+        deployment("settled").annotate(AUTO, "true").uses_cm("app", "c", EnvFrom).env(
+            "app",
+            &env,
+            &resource.hash.to_hex(),
+        ),
+        deployment("not-selected").uses_cm("app", "c", EnvFrom),
+    ]);
+    let plans = index.plan_changes(&resource, ResourceEventKind::Updated, &DecideOptions::default(), |w| {
+        w.name.as_ref() != "settled"
+    });
+    let got: Vec<(String, Result<MarkerAction, SkipReason>)> =
+        plans.into_iter().map(|(key, plan)| (key.name.to_string(), plan.map(|c| c.action))).collect();
+    assert_eq!(
+        got,
+        [
+            ("being-written".to_owned(), Ok(MarkerAction::Set(resource.hash))),
+            ("not-selected".to_owned(), Err(SkipReason::NotAnnotated)),
+            ("settled".to_owned(), Err(SkipReason::AlreadyCurrent)),
+        ]
+    );
 }

@@ -3,7 +3,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::KeyToPath;
 
 use super::*;
-use crate::decide::{DecideOptions, ResourceEventKind, SkipReason, annotation_problems, plan, plan_update};
+use crate::decide::{
+    DecideOptions, ResourceEventKind, SkipReason, ViewMarkers, annotation_problems, plan, plan_update,
+};
 use crate::hash::{configmap_hashes, secret_hashes, sha1};
 use crate::markers::MarkerAction;
 use crate::model::{RefVia, ReloadStrategy};
@@ -277,9 +279,13 @@ fn both_strategies_record_the_filtered_hash() {
         let change = plan(&workload, &changed, ResourceEventKind::Updated, &opts).unwrap();
         assert_eq!(change.action, MarkerAction::Set(marker_hash(&workload, &changed)), "{strategy:?}");
         assert_ne!(marker_hash(&workload, &changed), changed.hash, "{strategy:?}");
-        let unlisted = plan_update(&workload, &after, Some(&before.keys), ResourceEventKind::Updated, &opts);
+        let after_keys = |resource: &ResourceView, previous: &ResourceView| {
+            let event = ResourceEventKind::Updated;
+            plan_update(&workload, resource, Some(&previous.keys), event, &opts, ViewMarkers::Settled)
+        };
+        let unlisted = after_keys(&after, &before);
         assert_eq!(unlisted, Err(SkipReason::AlreadyCurrent), "{strategy:?}");
-        let listed = plan_update(&workload, &changed, Some(&after.keys), ResourceEventKind::Updated, &opts);
+        let listed = after_keys(&changed, &after);
         assert!(listed.is_ok(), "{strategy:?}");
     }
 }
