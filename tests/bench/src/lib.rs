@@ -65,6 +65,9 @@ pub enum Scenarios {
     /// L1, its floor, F1 and A1, on the data set grown to the largest scale: comparing runtime
     /// or allocator settings.
     Latency,
+    /// U1 and K1 during L1's load, on the data set grown to the largest scale: comparing what a
+    /// reload costs the controller and kube-apiserver.
+    Cpu,
 }
 
 impl BenchOptions {

@@ -31,11 +31,15 @@ struct Args {
     #[arg(long)]
     hold: bool,
     /// Measure M1/S1 only (memory and start-up), skipping the other scenarios.
-    #[arg(long, conflicts_with = "latency_only")]
+    #[arg(long, conflicts_with_all = ["latency_only", "cpu_only"])]
     memory_only: bool,
     /// Measure L1, its floor, F1 and A1 only (latency), on the data set grown to the largest scale.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "cpu_only")]
     latency_only: bool,
+    /// Measure U1 only (CPU idle and under L1's load) with kube-apiserver's cost during that load
+    /// (K1), on the data set grown to the largest scale.
+    #[arg(long)]
+    cpu_only: bool,
     /// Also M10 (51,000 objects; ours inside the chart's memory limit) and F10 (3,000 Deployments
     /// on one ConfigMap): adds tens of minutes, most of it Stakater's.
     #[arg(long)]
@@ -82,9 +86,10 @@ async fn main() -> anyhow::Result<ExitCode> {
         stakater: args.stakater_bin.filter(|path| !path.as_os_str().is_empty()),
         log_dir: out.join("logs"),
         hold: args.hold,
-        scenarios: match (args.memory_only, args.latency_only) {
-            (true, _) => Scenarios::Memory,
-            (_, true) => Scenarios::Latency,
+        scenarios: match (args.memory_only, args.latency_only, args.cpu_only) {
+            (true, _, _) => Scenarios::Memory,
+            (_, true, _) => Scenarios::Latency,
+            (_, _, true) => Scenarios::Cpu,
             _ => Scenarios::All,
         },
         m10: args.m10,

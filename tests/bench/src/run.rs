@@ -87,7 +87,7 @@ async fn measure(
     for &scale in &options.scales {
         let took = dataset.grow_to(Sizes::scaled(scale)).await?;
         let objects = dataset.sizes().objects() + 2;
-        if options.scenarios == Scenarios::Latency {
+        if matches!(options.scenarios, Scenarios::Latency | Scenarios::Cpu) {
             say(began, &format!("data set at scale {scale}: {objects} objects (created in {took:.1?})"));
             continue;
         }
@@ -113,6 +113,12 @@ async fn measure(
                     .await?,
             );
         }
+        return Ok(measured);
+    }
+
+    if options.scenarios == Scenarios::Cpu {
+        let mut measured = limited(options.scenarios, plan, memory, m1_starts, m1_objects);
+        measured.scale.cpu = u1(plane, ours, stakater, log_dir, plan, began).await;
         return Ok(measured);
     }
 
@@ -155,9 +161,7 @@ async fn measure(
     say(began, "P1 sidecar propagation");
     let sidecar = sidecar::run(plane, &ours.binary, log_dir, plan).await.map_err(|e| e.to_string());
 
-    say(began, &format!("U1 CPU: idle for {:?} at M1, then L1's load; K1 kube-apiserver's cost", plan.idle));
-    let cpu =
-        both(stakater, |subject| async move { cpu::run(plane, &subject, log_dir, plan).await }, ours).await;
+    let cpu = u1(plane, ours, stakater, log_dir, plan, began).await;
 
     let m10 = match options.m10 {
         true => Some(
@@ -180,6 +184,19 @@ async fn measure(
     say(began, "done measuring");
     let scale = ScaleMeasurements { m1_starts, m1_objects, cpu, m10, f10 };
     Ok(Measurements { memory, floor, latency, coalesce, failover, sidecar, lease: plan.lease, scale })
+}
+
+/// U1 of both, with K1 during L1's load.
+async fn u1(
+    plane: &ControlPlane,
+    ours: &Subject,
+    stakater: Result<&Subject, &String>,
+    log_dir: &Path,
+    plan: &Plan,
+    began: Instant,
+) -> PerSubject<cpu::CpuOutcome> {
+    say(began, &format!("U1 CPU: idle for {:?} at M1, then L1's load; K1 kube-apiserver's cost", plan.idle));
+    both(stakater, |subject| async move { cpu::run(plane, &subject, log_dir, plan).await }, ours).await
 }
 
 /// M10: the data set grown to its size, starts of both, and ours inside the chart's memory limit.
@@ -302,6 +319,7 @@ fn not_run<T>(scenarios: Scenarios) -> Outcome<T> {
         Scenarios::All => "not run".into(),
         Scenarios::Memory => "not run (--memory-only)".into(),
         Scenarios::Latency => "not run (--latency-only)".into(),
+        Scenarios::Cpu => "not run (--cpu-only)".into(),
     })
 }
 

@@ -50,7 +50,9 @@ async fn every_scenario_produces_a_figure_at_small_scale() {
         "P1-",
         "K1-startup-requests@M1",
         "K1-startup-peak-rise@M1",
-        "K1-l1-",
+        "K1-l1-requests-per-reload",
+        "K1-l1-allocated-per-reload",
+        "K1-l1-peak-rise",
         "U1-per-1000-reloads",
         "U1-idle",
         "M10-steady",
@@ -94,30 +96,32 @@ async fn every_scenario_produces_a_figure_at_small_scale() {
 /// run, and why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latency_only_measures_latency_and_says_what_it_left_out() {
+    measures_only(Scenarios::Latency, "--latency-only", &["L1-", "F1", "A1-"], &["L1-floor"]).await;
+}
+
+/// `--cpu-only`: U1 and kube-apiserver's cost during its load have figures, nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cpu_only_measures_u1_and_says_what_it_left_out() {
+    let k1_during_load = ["K1-l1-requests-per-reload", "K1-l1-allocated-per-reload", "K1-l1-peak-rise"];
+    measures_only(Scenarios::Cpu, "--cpu-only", &["U1-", "K1-l1-"], &k1_during_load).await;
+}
+
+/// A run of `scenarios` alone: rows starting with `measured` have figures, every other row says
+/// it was left out by `flag`, and each of `expected` is there.
+async fn measures_only(scenarios: Scenarios, flag: &str, measured: &[&str], expected: &[&str]) {
     let out = tempfile::tempdir().expect("a results directory");
-    let options = BenchOptions {
-        scales: vec![0.025],
-        scenarios: Scenarios::Latency,
-        m10: false,
-        ..small_run(out.path())
-    };
+    let options = BenchOptions { scales: vec![0.025], scenarios, m10: false, ..small_run(out.path()) };
     let report = run(&options).await.expect("the small benchmark runs");
-    let measured = ["L1-", "F1", "A1-"];
     for row in &report.scenarios {
         if measured.iter().any(|prefix| row.id.starts_with(prefix)) {
             assert!(row.ours.is_some(), "{}: no figure ({:?})", row.id, row.error);
         } else {
             assert!(row.ours.is_none(), "{} was measured", row.id);
-            assert!(
-                row.error.as_deref().is_some_and(|e| e.contains("--latency-only")),
-                "{}: {:?}",
-                row.id,
-                row.error
-            );
+            assert!(row.error.as_deref().is_some_and(|e| e.contains(flag)), "{}: {:?}", row.id, row.error);
         }
     }
     let ids: Vec<&str> = report.scenarios.iter().map(|s| s.id.as_str()).collect();
-    for scenario in measured.into_iter().chain(["L1-floor"]) {
+    for scenario in measured.iter().chain(expected) {
         assert!(ids.iter().any(|id| id.starts_with(scenario)), "{scenario} is missing from {ids:?}");
     }
 }

@@ -1,6 +1,10 @@
 //! U1, what a controller burns: CPU seconds (`utime + stime`) at idle on M1's data set over
 //! `Plan::idle` (5 minutes), then per 1,000 reloads under L1's load (the same pairs, pace and
 //! count as L1, in a namespace of its own), with kube-apiserver's cost during that load (K1).
+//!
+//! Each controller's turn begins on a kube-apiserver restarted and quiet, as its start-up windows
+//! do: Go keeps the heap a burst grew, so otherwise the first controller measured would pay for
+//! the growth of everything before it, and the second would run inside that heap.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -8,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::json;
 
-use super::apiserver::{ApiServerCost, ApiServerWindow};
+use super::apiserver::{ApiServerCost, ApiServerWindow, restart_apiserver};
 use super::latency::L1_INTERVAL;
 use super::pairs::{Annotated, create_pairs, latencies_ms, paced_updates, resolve};
 use crate::observer::WorkloadObserver;
@@ -43,7 +47,11 @@ impl CpuOutcome {
     }
 
     pub fn per_thousand_reloads(&self) -> Option<f64> {
-        (self.reloads > 0).then(|| self.load_cpu_seconds / self.reloads as f64 * 1000.0)
+        self.per_reload(self.load_cpu_seconds * 1000.0)
+    }
+
+    fn per_reload(&self, total: f64) -> Option<f64> {
+        (self.reloads > 0).then(|| total / self.reloads as f64)
     }
 }
 
@@ -54,6 +62,7 @@ pub async fn run(
     log_dir: &Path,
     plan: &Plan,
 ) -> Result<CpuOutcome, BenchError> {
+    restart_apiserver(plane).await?;
     let client = plane.client();
     let pairs =
         create_pairs(&client, &format!("u1-{}", subject.label()), plan.l1_pairs, false, Annotated::Auto)
@@ -122,7 +131,15 @@ pub fn rows(cpu: &PerSubject<CpuOutcome>) -> Vec<ScenarioResult> {
             "K1 kube-apiserver requests per reload (L1's load)",
             "requests",
             Target::Informational,
-            |o| (o.reloads > 0).then(|| o.load_apiserver.total_requests() as f64 / o.reloads as f64),
+            |o| o.per_reload(o.load_apiserver.total_requests() as f64),
+        ),
+        figure(
+            cpu,
+            "K1-l1-allocated-per-reload",
+            "K1 kube-apiserver heap allocated per reload (L1's load)",
+            "KiB",
+            Target::Informational,
+            |o| o.per_reload(o.load_apiserver.allocated_bytes as f64 / 1024.0),
         ),
         figure(
             cpu,
