@@ -41,8 +41,9 @@ struct Args {
     #[arg(long)]
     cpu_only: bool,
     /// Also M10 (51,000 objects; ours inside the chart's memory limit) and F10 (3,000 Deployments
-    /// on one ConfigMap): adds tens of minutes, most of it Stakater's.
-    #[arg(long)]
+    /// on one ConfigMap): adds tens of minutes, most of it Stakater's. With `--memory-only`, M10
+    /// alone; the latency and CPU runs measure neither.
+    #[arg(long, conflicts_with_all = ["latency_only", "cpu_only"])]
     m10: bool,
     /// Folder for latest.json, latest.svg and the controllers' logs [default: target/bench].
     #[arg(long)]
