@@ -342,10 +342,11 @@ impl Index {
             .into_iter()
             .filter_map(move |(kind, name)| self.resources.get(&ResourceKey::new(kind, namespace, name)));
         let kinds = pattern_kinds(workload);
-        let by_pattern = self.resources.iter().filter(move |stored| {
-            !kinds.is_empty()
-                && *stored.view.key.namespace == *namespace
-                && kinds.contains(&stored.view.key.kind)
+        // Only a pattern needs the pass over every resource (the index keeps no per-namespace
+        // list of them); without one, a big cluster's resources are not walked at all.
+        let scanned = if kinds.is_empty() { None } else { Some(self.resources.iter()) };
+        let by_pattern = scanned.into_iter().flatten().filter(move |stored| {
+            *stored.view.key.namespace == *namespace && kinds.contains(&stored.view.key.kind)
         });
         named.chain(by_pattern)
     }
