@@ -1,10 +1,10 @@
 //! The command lines of the plane's components (docs/control-plane.md, "kube-apiserver flags").
 
-use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 
 use crate::PlaneError;
 use crate::credentials::Credentials;
+use crate::ports::try_free_port;
 
 /// The annotation KWOK selects its fake nodes by.
 pub const FAKE_NODE_ANNOTATION: (&str, &str) = ("kwok.x-k8s.io/node", "fake");
@@ -20,21 +20,17 @@ pub struct Ports {
 }
 
 impl Ports {
-    /// Ports the kernel reports free right now. Listeners stay open until all are chosen so the
-    /// five are distinct.
+    /// Five distinct free ports ([`crate::ports`]).
     pub fn free() -> Result<Self, PlaneError> {
-        let listeners = (0..5)
-            .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|source| PlaneError::Io { context: "choosing free ports".into(), source })?;
-        let port = |index: usize| listeners[index].local_addr().map(|address| address.port());
-        let io_error = |source| PlaneError::Io { context: "choosing free ports".into(), source };
+        let port = || {
+            try_free_port().map_err(|source| PlaneError::Io { context: "choosing free ports".into(), source })
+        };
         Ok(Self {
-            etcd_client: port(0).map_err(io_error)?,
-            etcd_peer: port(1).map_err(io_error)?,
-            apiserver: port(2).map_err(io_error)?,
-            controller_manager: port(3).map_err(io_error)?,
-            scheduler: port(4).map_err(io_error)?,
+            etcd_client: port()?,
+            etcd_peer: port()?,
+            apiserver: port()?,
+            controller_manager: port()?,
+            scheduler: port()?,
         })
     }
 }

@@ -35,6 +35,7 @@ mod faketime;
 mod kubeconfig;
 mod nodes;
 mod plane;
+mod ports;
 pub mod process;
 mod reloader;
 mod testing;
@@ -47,7 +48,8 @@ pub use credentials::write_private;
 pub use faketime::{LIBFAKETIME_ENV, libfaketime};
 pub use kubeconfig::KubeconfigFile;
 pub use plane::{ControlPlane, PlaneOptions};
-pub use reloader::{Reloader, ReloaderBuilder, free_port, reloader_binary};
+pub use ports::free_port;
+pub use reloader::{Reloader, ReloaderBuilder, reloader_binary};
 pub use testing::{PanicLogDump, TestNamespace};
 pub use wait::{NotYet, wait_until};
 

@@ -2,10 +2,10 @@
 //! against the plane, its log kept in a file, its `/metrics` and `/readyz` reachable on a free
 //! port, killed when dropped.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::ports::free_port;
 use crate::process::Process;
 use crate::wait::{NotYet, wait_until};
 use crate::{ControlPlane, PlaneError};
@@ -19,11 +19,6 @@ pub fn reloader_binary() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
     target.join("debug/reloader")
-}
-
-/// A free TCP port on 127.0.0.1 (bound and released, so another process can take it).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
 }
 
 /// How to start one reloader process.
