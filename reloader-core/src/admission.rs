@@ -26,7 +26,7 @@ use crate::decide::{DecideOptions, Decision, ExplicitEntry, decide, explicit_ent
 use crate::index::Index;
 use crate::json_patch::escape_pointer_token;
 use crate::keys::marker_hash;
-use crate::markers::{Markers, annotation_marker_value};
+use crate::markers::{Markers, annotation_marker_value, template_annotation, template_containers};
 use crate::model::{ReloadStrategy, ResourceKey, ResourceKind, WorkloadKind};
 use crate::naming::env_var_name;
 use crate::views::{ResourceView, WorkloadView};
@@ -134,7 +134,7 @@ pub fn stamp_markers(
                 let entry = json!({"name": env_var_name(key.kind, &key.name), "value": marker_hash(view, resource).to_hex()});
                 added.entry(container).or_default().push(entry);
             }
-            append_env_entries(pointer, containers(&template), added, &mut ops);
+            append_env_entries(pointer, template_containers(&template), added, &mut ops);
         }
         ReloadStrategy::Annotations => {
             if template_annotation(&template, &keys.last_reloaded_from).is_none() {
@@ -178,7 +178,7 @@ pub fn refresh_markers(
     let mut ops = Vec::new();
     match opts.strategy {
         ReloadStrategy::EnvVars => {
-            let containers = containers(&template);
+            let containers = template_containers(&template);
             let mut added: BTreeMap<usize, Vec<Value>> = BTreeMap::new();
             for (resource, container) in targets {
                 let (name, hash) =
@@ -343,14 +343,6 @@ fn pod_template(object: &Value, pointer: &str) -> Option<PodTemplateSpec> {
     object.pointer(pointer).filter(|t| t.is_object()).and_then(|t| PodTemplateSpec::deserialize(t).ok())
 }
 
-fn containers(template: &PodTemplateSpec) -> &[Container] {
-    template.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or_default()
-}
-
-fn template_annotation<'a>(template: &'a PodTemplateSpec, key: &str) -> Option<&'a str> {
-    template.metadata.as_ref()?.annotations.as_ref()?.get(key).map(String::as_str)
-}
-
 fn object_annotation<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
     object.pointer("/metadata/annotations")?.get(key)?.as_str()
 }
@@ -376,7 +368,7 @@ fn copy_env_markers(
     keys: &AnnotationKeys,
     ops: &mut Vec<Value>,
 ) {
-    let (old_containers, new_containers) = (containers(old), containers(new));
+    let (old_containers, new_containers) = (template_containers(old), template_containers(new));
     let carried = Markers::read(new, keys);
     let mut added: BTreeMap<usize, Vec<Value>> = BTreeMap::new();
     for marker in Markers::read(old, keys).env {

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{EnvVar, PodTemplateSpec};
 use serde_json::{Value, json};
 
 use crate::annotations::AnnotationKeys;
-use crate::markers::{MarkerChange, apply_to_template};
+use crate::markers::{MarkerChange, template_annotation, template_containers, with_changes};
 
 /// Escapes one reference token of a JSON pointer (RFC 6901: `~` → `~0`, `/` → `~1`).
 pub(crate) fn escape_pointer_token(token: &str) -> Cow<'_, str> {
@@ -39,14 +39,11 @@ pub fn template_json_patch(
     keys: &AnnotationKeys,
     now_unix: i64,
 ) -> Option<Value> {
-    let mut after = template.clone();
-    if !apply_to_template(&mut after, changes, keys, now_unix) {
-        return None;
-    }
+    let after = with_changes(template, changes, keys, now_unix)?;
     let mut ops = vec![resource_version_test(resource_version)];
-    let before_containers = template.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or_default();
-    let after_containers = after.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or_default();
-    for (i, (before, after)) in before_containers.iter().zip(after_containers).enumerate() {
+    for (i, (before, after)) in
+        template_containers(template).iter().zip(template_containers(&after)).enumerate()
+    {
         let env_path = format!("{prefix}/spec/containers/{i}/env");
         env_ops(&env_path, before.env.as_deref().unwrap_or_default(), after.env.as_deref(), &mut ops);
     }
@@ -102,12 +99,9 @@ fn annotation_ops(
     key: &str,
     ops: &mut Vec<Value>,
 ) {
-    let annotation = |t: &PodTemplateSpec| {
-        t.metadata.as_ref().and_then(|m| m.annotations.as_ref()).and_then(|a| a.get(key)).cloned()
-    };
-    let Some(value) = annotation(after) else { return };
-    let current = annotation(before);
-    if current.as_ref() == Some(&value) {
+    let Some(value) = template_annotation(after, key) else { return };
+    let current = template_annotation(before, key);
+    if current == Some(value) {
         return;
     }
     let metadata = before.metadata.as_ref();

@@ -2,7 +2,7 @@
 //! for. Reading them from a template, the changes a reload makes to them, and applying those
 //! changes to a template.
 
-use k8s_openapi::api::core::v1::{EnvVar, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{Container, EnvVar, PodTemplateSpec};
 use serde_json::{Value, json};
 
 use crate::annotations::AnnotationKeys;
@@ -80,12 +80,8 @@ impl Markers {
                 }
             }
         }
-        let annotation = template
-            .metadata
-            .as_ref()
-            .and_then(|m| m.annotations.as_ref())
-            .and_then(|a| a.get(&keys.last_reloaded_from))
-            .and_then(|v| parse_annotation_marker(v));
+        let annotation =
+            template_annotation(template, &keys.last_reloaded_from).and_then(parse_annotation_marker);
         Markers { env, annotation }
     }
 
@@ -207,12 +203,8 @@ pub fn apply_to_template(
                     MarkerAction::Set(h) => *h,
                     MarkerAction::Remove => DELETE_MARKER_HASH,
                 };
-                let current = template
-                    .metadata
-                    .as_ref()
-                    .and_then(|m| m.annotations.as_ref())
-                    .and_then(|a| a.get(&keys.last_reloaded_from))
-                    .and_then(|v| parse_annotation_marker(v));
+                let current =
+                    template_annotation(template, &keys.last_reloaded_from).and_then(parse_annotation_marker);
                 if current.is_some_and(|c| c.resource == change.resource && c.hash == hash) {
                     continue;
                 }
@@ -238,14 +230,9 @@ pub fn template_strategic_patch(
     keys: &AnnotationKeys,
     now_unix: i64,
 ) -> Option<Value> {
-    let mut after = template.clone();
-    if !apply_to_template(&mut after, changes, keys, now_unix) {
-        return None;
-    }
-    let before_containers = template.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or_default();
-    let after_containers = after.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or_default();
+    let after = with_changes(template, changes, keys, now_unix)?;
     let mut containers = Vec::new();
-    for (before, after) in before_containers.iter().zip(after_containers) {
+    for (before, after) in template_containers(template).iter().zip(template_containers(&after)) {
         let before_env = before.env.as_deref().unwrap_or_default();
         let after_env = after.env.as_deref().unwrap_or_default();
         let mut env = Vec::new();
@@ -273,9 +260,8 @@ pub fn template_strategic_patch(
     if !containers.is_empty() {
         template_patch.insert("spec".into(), json!({ "containers": containers }));
     }
-    let before_annotation = annotation_of(template, keys);
-    let after_annotation = annotation_of(&after, keys);
-    if before_annotation != after_annotation {
+    let after_annotation = template_annotation(&after, &keys.last_reloaded_from);
+    if template_annotation(template, &keys.last_reloaded_from) != after_annotation {
         template_patch.insert(
             "metadata".into(),
             json!({"annotations": {keys.last_reloaded_from.clone(): after_annotation}}),
@@ -284,13 +270,25 @@ pub fn template_strategic_patch(
     Some(json!({ "spec": { "template": Value::Object(template_patch) } }))
 }
 
-fn annotation_of(template: &PodTemplateSpec, keys: &AnnotationKeys) -> Option<String> {
-    template
-        .metadata
-        .as_ref()
-        .and_then(|m| m.annotations.as_ref())
-        .and_then(|a| a.get(&keys.last_reloaded_from))
-        .cloned()
+/// `template` with `changes` applied, or `None` when it already records them all.
+pub(crate) fn with_changes(
+    template: &PodTemplateSpec,
+    changes: &[MarkerChange],
+    keys: &AnnotationKeys,
+    now_unix: i64,
+) -> Option<PodTemplateSpec> {
+    let mut after = template.clone();
+    apply_to_template(&mut after, changes, keys, now_unix).then_some(after)
+}
+
+/// The regular containers of a pod template (none without a spec).
+pub fn template_containers(template: &PodTemplateSpec) -> &[Container] {
+    template.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or_default()
+}
+
+/// The value of the pod template's annotation `key`.
+pub fn template_annotation<'a>(template: &'a PodTemplateSpec, key: &str) -> Option<&'a str> {
+    template.metadata.as_ref()?.annotations.as_ref()?.get(key).map(String::as_str)
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::annotations::{AnnotationKeys, ReloadAnnotations};
 use crate::keys::{KeyDigests, KeyUse};
-use crate::markers::Markers;
+use crate::markers::{Markers, template_containers};
 use crate::model::{ContentHash, Reference, ResourceKey, ResourceVersion, Uid, WorkloadKey, WorkloadKind};
 use crate::references::{discover_key_uses, discover_references};
 
@@ -92,7 +92,7 @@ impl TemplateShape {
     pub const MAX_CONTAINERS: usize = 64;
 
     fn of(template: &PodTemplateSpec, keys: &AnnotationKeys) -> Self {
-        let containers = template.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or_default();
+        let containers = template_containers(template);
         let env = containers
             .iter()
             .take(Self::MAX_CONTAINERS)

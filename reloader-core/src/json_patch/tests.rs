@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::annotations::LAST_RELOADED_FROM;
 use crate::hash::DELETE_MARKER_HASH;
-use crate::markers::{MarkerAction, MarkerChange};
+use crate::markers::{MarkerAction, MarkerChange, apply_to_template};
 use crate::model::{ContentHash, ReloadStrategy, ResourceKey, ResourceKind};
 
 const NOW: i64 = 1_723_000_000;

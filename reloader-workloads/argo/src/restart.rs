@@ -5,7 +5,7 @@ use reloader_core::annotations::AnnotationKeys;
 use reloader_core::hash::DELETE_MARKER_HASH;
 use reloader_core::markers::{
     AnnotationMarker, EnvMarker, MarkerAction, MarkerChange, Markers, annotation_marker_value,
-    parse_annotation_marker,
+    parse_annotation_marker, template_containers,
 };
 use reloader_core::naming::env_var_name;
 use reloader_core::views::WorkloadView;
@@ -57,7 +57,7 @@ pub(crate) fn restart_write(
         MarkerAction::Set(hash) => hash,
         MarkerAction::Remove => DELETE_MARKER_HASH,
     };
-    let containers = template.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or_default();
+    let containers = template_containers(template);
     let container = containers.get(usize::from(last.container)).map_or("", |c| c.name.as_str());
     let record = annotation_marker_value(&last.resource, &hash, container, ctx.now_unix);
     let mut body = json!({
