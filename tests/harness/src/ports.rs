@@ -58,7 +58,7 @@ fn ephemeral_start() -> u16 {
         .unwrap_or(DEFAULT_EPHEMERAL_START)
 }
 
-/// The ports below the ephemeral range, or above it when too few lie below.
+/// The ports below the ephemeral range, or every port from the floor up when too few lie below.
 fn listener_range(ephemeral_start: u16) -> Range<u16> {
     if ephemeral_start > LISTENER_FLOOR + 1_000 {
         LISTENER_FLOOR..ephemeral_start
