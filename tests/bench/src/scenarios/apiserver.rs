@@ -20,7 +20,7 @@ use crate::procfs;
 use crate::report::{ScenarioResult, Target};
 use crate::rows::{MIB, Outcome, PerSubject, figure};
 use crate::stats::Spread;
-use crate::subject::Subject;
+use crate::subject::{Launch, Subject};
 use crate::{BenchError, Plan};
 use reloader_harness::ControlPlane;
 
@@ -119,6 +119,7 @@ const QUIET_RSS_SHARE: f64 = 0.01;
 const QUIET_CPU_SHARE: f64 = 0.1;
 const QUIET_TIMEOUT: Duration = Duration::from_secs(300);
 const SAMPLE_EVERY: Duration = Duration::from_millis(500);
+const READ_IN_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// kube-apiserver's RSS and CPU time at one moment after its restart.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -147,9 +148,14 @@ fn quiet(stretch: &[Sample]) -> bool {
 /// Restarts kube-apiserver and waits until it is quiet: its watch caches filled and the other
 /// components' relists served.
 pub async fn restart_apiserver(plane: &ControlPlane) -> Result<(), BenchError> {
-    let began = Instant::now();
     plane.stop_apiserver();
     plane.start_apiserver().await?;
+    wait_quiet(plane, "its restart").await
+}
+
+/// Waits until kube-apiserver has been quiet for [`QUIET_FOR`]; `since` names what it waits out.
+async fn wait_quiet(plane: &ControlPlane, since: &str) -> Result<(), BenchError> {
+    let began = Instant::now();
     let pid = apiserver_pid(plane)?;
     let mut samples = Vec::new();
     loop {
@@ -167,7 +173,7 @@ pub async fn restart_apiserver(plane: &ControlPlane) -> Result<(), BenchError> {
         if began.elapsed() > QUIET_TIMEOUT {
             let moved = stretch.map(|s| format!(": over the last {QUIET_FOR:?}, {s:?}")).unwrap_or_default();
             return Err(BenchError::measure(format!(
-                "kube-apiserver was not quiet within {QUIET_TIMEOUT:?} of its restart{moved}"
+                "kube-apiserver was not quiet within {QUIET_TIMEOUT:?} of {since}{moved}"
             )));
         }
         tokio::time::sleep(SAMPLE_EVERY).await;
@@ -181,9 +187,9 @@ pub struct Start {
     pub apiserver: ApiServerCost,
 }
 
-/// `repeat` starts of `subject` at the data set as it stands, each inside an API-server window
-/// opened on a kube-apiserver just restarted and quiet, and closed once the controller is ready
-/// and its first reload applied (the start-up; settling is not its cost).
+/// `repeat` starts of `subject` at the data set as it stands, each on a kube-apiserver just
+/// restarted and quiet: one that S1 times to its first reload, then one that K1 measures
+/// ([`read_in`]).
 pub async fn starts(
     fixture: &mut StartupFixture,
     plane: &ControlPlane,
@@ -196,12 +202,32 @@ pub async fn starts(
     for _ in 0..repeat {
         restart_apiserver(plane).await?;
         fixture.watch_again(plane).await?;
-        let window = ApiServerWindow::open(plane).await?;
-        let started = fixture.start(plane, subject, log_dir, fixture.next_launch()).await?;
-        let apiserver = window.close(plane).await?;
-        starts.push(Start { sample: settle(started, subject, plan).await?, apiserver });
+        let launch = fixture.next_launch();
+        let read_in_launch = Launch::named(format!("k1-{}", launch.name));
+        let started = fixture.start(plane, subject, log_dir, launch).await?;
+        let sample = settle(started, subject, plan).await?;
+        let apiserver = read_in(plane, subject, log_dir, read_in_launch).await?;
+        starts.push(Start { sample, apiserver });
     }
     Ok(starts)
+}
+
+/// What reading its way in costs kube-apiserver: a start with nothing changing, in a window that
+/// closes once the controller is ready and kube-apiserver is quiet again. A window that closed at
+/// the first reload missed what was still streaming: Stakater reloads from its ConfigMap informer
+/// while its Secret informer still reads. With no update to react to, no reload's reads count.
+async fn read_in(
+    plane: &ControlPlane,
+    subject: &Subject,
+    log_dir: &Path,
+    launch: Launch,
+) -> Result<ApiServerCost, BenchError> {
+    restart_apiserver(plane).await?;
+    let window = ApiServerWindow::open(plane).await?;
+    let mut controller = subject.start(plane, log_dir, &launch).await?;
+    controller.wait_ready(READ_IN_TIMEOUT).await?;
+    controller.while_alive(wait_quiet(plane, "the controller's start")).await??;
+    window.close(plane).await
 }
 
 pub fn spread_of(starts: &Outcome<Vec<Start>>, pick: fn(&Start) -> f64) -> Outcome<Option<Spread>> {
