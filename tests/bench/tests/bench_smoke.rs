@@ -50,6 +50,7 @@ async fn every_scenario_produces_a_figure_at_small_scale() {
         "P1-",
         "K1-startup-requests@M1",
         "K1-startup-peak-rise@M1",
+        "K1-startup-cpu@M1",
         "K1-l1-requests-per-reload",
         "K1-l1-allocated-per-reload",
         "K1-l1-peak-rise",
