@@ -9,17 +9,17 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 
 use futures::FutureExt as _;
-use kube::ResourceExt as _;
 use kube::api::{Api, DynamicObject};
 use kube::core::ApiResource;
 use kube::runtime::WatchStreamExt as _;
+use kube::{Client, ResourceExt as _};
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::model::{ResourceKey, ResourceKind};
 use reloader_core::views::ResourceView;
 use tokio::sync::watch;
 
 use super::glue::{IndexTarget, Phase, index_watch};
-use super::initial_list::Reads;
+use super::initial_list::watcher_stream;
 use super::{Watch, watch_config, watch_name};
 use crate::kinds::{spc_pod_status_resource, spc_resource};
 use crate::observe::metrics::{EventType, Metrics};
@@ -60,7 +60,7 @@ impl ClassFlagMap {
 /// The two CSI watches of one namespace (or all): the classes first, then the statuses, which
 /// start once the classes are listed so that every status is judged by its class's flags.
 pub(super) fn watches(
-    reads: &Reads,
+    client: &Client,
     namespace: Option<&str>,
     keys: &AnnotationKeys,
     reconciler: &Arc<Reconciler>,
@@ -73,7 +73,8 @@ pub(super) fn watches(
         reconciler: reconciler.clone(),
         namespace: namespace.map(String::from),
     };
-    let class_watch = start(reads, &spc_resource(), namespace, "SecretProviderClass", classes, metrics, None);
+    let class_watch =
+        start(client, &spc_resource(), namespace, "SecretProviderClass", classes, metrics, None);
     let statuses = StatusTarget {
         flags,
         reconciler: reconciler.clone(),
@@ -82,7 +83,7 @@ pub(super) fn watches(
         listing: HashSet::new(),
     };
     let status_watch = start(
-        reads,
+        client,
         &spc_pod_status_resource(),
         namespace,
         "SecretProviderClassPodStatus",
@@ -94,7 +95,7 @@ pub(super) fn watches(
 }
 
 fn start<T>(
-    reads: &Reads,
+    client: &Client,
     resource: &ApiResource,
     namespace: Option<&str>,
     what: &str,
@@ -106,13 +107,13 @@ where
     T: IndexTarget<DynamicObject, Key = ResourceKey> + Send + 'static,
 {
     let api: Api<DynamicObject> = match namespace {
-        Some(ns) => Api::namespaced_with(reads.client().clone(), ns, resource),
-        None => Api::all_with(reads.client().clone(), resource),
+        Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
+        None => Api::all_with(client.clone(), resource),
     };
     let (tx, synced) = watch::channel(false);
     let name = watch_name(what, namespace);
     let (task_name, metrics) = (name.clone(), metrics.clone());
-    let stream = reads.watcher(name.clone(), api, watch_config(None, None)).default_backoff();
+    let stream = watcher_stream(name.clone(), api, watch_config(None, None)).default_backoff();
     let task = async move {
         if let Some(mut after) = after {
             // The class watch never ends; if it did, the supervisor stops the process anyway.

@@ -9,77 +9,31 @@
 //! off) rejects that request as invalid; the watch then lists in pages of 500 for the rest of
 //! the process, as client-go's reflector falls back. Both need only `list` and `watch`, the rules
 //! the chart grants.
-//!
-//! One initial list at a time: kube-apiserver allocates as it encodes each list, and the seven
-//! lists of a start-up read together pile that up in one burst; read one after another, its
-//! heap (and ours, decoding) needs room for one list at a time (docs/benchmark.md, K1).
-
-use std::sync::Arc;
 
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt as _};
+use kube::Resource;
 use kube::api::Api;
 use kube::runtime::watcher;
-use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::info;
 
 type Events<K> = BoxStream<'static, watcher::Result<watcher::Event<K>>>;
 
-/// How the watches of one process read: their client, and the turn each first list waits for.
-#[derive(Clone)]
-pub(crate) struct Reads {
-    client: Client,
-    turns: Arc<Semaphore>,
-}
-
-impl Reads {
-    pub(crate) fn new(client: Client) -> Self {
-        Reads { client, turns: Arc::new(Semaphore::new(1)) }
-    }
-
-    pub(crate) fn client(&self) -> &Client {
-        &self.client
-    }
-
-    /// A watcher of `api` with `config`'s selectors that streams its initial list where the API
-    /// server can, lists in pages where it cannot, and reads it in its turn. `watch` names it in
-    /// logs. Without backoff: the caller adds it.
-    pub(crate) fn watcher<K>(
-        &self,
-        watch: String,
-        api: Api<K>,
-        config: watcher::Config,
-    ) -> impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + use<K>
-    where
-        K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
-    {
-        let streaming: Events<K> = watcher(api.clone(), config.clone().streaming_lists()).boxed();
-        let paged = move || -> Events<K> { watcher(api, config).boxed() };
-        in_turn(self.turns.clone(), falling_back(watch, streaming, paged).boxed())
-    }
-}
-
-/// `events`, whose first list waits for a turn and hands it on at its end or at its first
-/// error: a denied or failing watch never holds up the others while its backoff retries. Later
-/// re-lists (after a 410 or a dropped connection) take no turn: nothing else is listing then.
-fn in_turn<K: Send + 'static>(
-    turns: Arc<Semaphore>,
-    events: Events<K>,
-) -> impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send {
-    // (events, the turns while the first list waits for one, the turn while it lists)
-    let state = (events, Some(turns), None::<OwnedSemaphorePermit>);
-    futures::stream::unfold(state, |(mut events, mut waiting, mut turn)| async move {
-        if let Some(turns) = waiting.take() {
-            turn = turns.acquire_owned().await.ok();
-        }
-        let event = events.next().await?;
-        if matches!(event, Ok(watcher::Event::InitDone) | Err(_)) {
-            turn = None;
-        }
-        Some((event, (events, waiting, turn)))
-    })
+/// A watcher of `api` with `config`'s selectors that streams its initial lists where the API
+/// server can, and lists in pages where it cannot. `watch` names it in logs. Without backoff:
+/// the caller adds it.
+pub(crate) fn watcher_stream<K>(
+    watch: String,
+    api: Api<K>,
+    config: watcher::Config,
+) -> impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let streaming: Events<K> = watcher(api.clone(), config.clone().streaming_lists()).boxed();
+    let paged = move || -> Events<K> { watcher(api, config).boxed() };
+    falling_back(watch, streaming, paged)
 }
 
 /// `streaming`'s events until the API server refuses to stream, then `paged()`'s, for good.
@@ -167,27 +121,6 @@ mod tests {
         let twice =
             handed_on(vec![Err(start_failed(422))], vec![Err(start_failed(422)), Ok(InitApply("b"))]).await;
         assert_eq!(twice, [Err(422), Ok("b")]);
-    }
-
-    /// Two watches' first lists: the second starts once the first ends, or fails.
-    #[tokio::test]
-    async fn first_lists_take_turns_and_a_failure_ends_a_turn() {
-        use futures::FutureExt as _;
-        use watcher::Event::{InitApply, InitDone};
-        for end_of_turn in [Ok(InitDone), Err(start_failed(503))] {
-            let turns = Arc::new(Semaphore::new(1));
-            let first = futures::stream::iter(vec![Ok(InitApply("a")), end_of_turn, Ok(InitApply("live"))]);
-            let mut first = std::pin::pin!(in_turn(turns.clone(), first.boxed()));
-            let second = futures::stream::iter(vec![Ok(InitApply("b"))]);
-            let mut second = std::pin::pin!(in_turn(turns.clone(), second.boxed()));
-
-            assert!(first.next().await.is_some(), "the first list reads at once");
-            assert!(second.next().now_or_never().is_none(), "the second waits while the first lists");
-            assert!(first.next().await.is_some(), "the first list ends (or fails)");
-            assert!(second.next().now_or_never().flatten().is_some(), "then the second reads");
-            // Later events of the first are not held up by anyone's turn.
-            assert!(first.next().now_or_never().flatten().is_some());
-        }
     }
 
     #[test]

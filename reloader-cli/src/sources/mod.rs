@@ -23,7 +23,6 @@ use reloader_core::options::{IgnoredResources, NamespaceScope, Options};
 use reloader_core::selector::LabelSelector;
 
 pub(crate) use glue::{Phase, Synced};
-use initial_list::Reads;
 
 use crate::kinds::EnabledKinds;
 use crate::observe::metrics::Metrics;
@@ -86,29 +85,28 @@ pub(crate) fn watches(
     scope: &ScopeFilter,
     metrics: &Arc<Metrics>,
 ) -> Vec<Watch> {
-    let reads = Reads::new(client.clone());
     let mut watches = Vec::new();
     if let Some(selector) = &config.namespace_selector {
-        watches.push(namespaces::watch(&reads, selector.clone(), scope.clone(), metrics.clone()));
+        watches.push(namespaces::watch(client, selector.clone(), scope.clone(), metrics.clone()));
     }
     for namespace in &config.namespaces {
         let namespace = namespace.as_deref();
-        watches.extend(resources::watches(&reads, config, namespace, reconciler, metrics));
+        watches.extend(resources::watches(client, config, namespace, reconciler, metrics));
         for kind in kinds.iter() {
-            watches.push(workloads::watch(&reads, kind, namespace, &config.keys, reconciler, metrics));
+            watches.push(workloads::watch(client, kind, namespace, &config.keys, reconciler, metrics));
         }
     }
     watches
 }
 
-fn api_for<K>(reads: &Reads, namespace: Option<&str>) -> Api<K>
+fn api_for<K>(client: &Client, namespace: Option<&str>) -> Api<K>
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
     <K as Resource>::DynamicType: Default,
 {
     match namespace {
-        Some(ns) => Api::namespaced(reads.client().clone(), ns),
-        None => Api::all(reads.client().clone()),
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
     }
 }
 

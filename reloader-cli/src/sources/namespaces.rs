@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use futures::FutureExt as _;
 use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::{WatchStreamExt, watcher};
 use reloader_core::selector::LabelSelector;
@@ -14,19 +15,19 @@ use tracing::info;
 
 use super::Watch;
 use super::glue::{IndexTarget, Phase, index_watch};
-use super::initial_list::Reads;
+use super::initial_list::watcher_stream;
 use crate::observe::metrics::{EventType, Metrics, ResourceType};
 use crate::scope::ScopeFilter;
 
 pub(super) fn watch(
-    reads: &Reads,
+    client: &Client,
     selector: LabelSelector,
     scope: ScopeFilter,
     metrics: Arc<Metrics>,
 ) -> Watch {
-    let api: Api<PartialObjectMeta<Namespace>> = Api::all(reads.client().clone());
+    let api: Api<PartialObjectMeta<Namespace>> = Api::all(client.clone());
     let name = "namespace watch".to_owned();
-    let stream = reads.watcher(name.clone(), api, watcher::Config::default()).default_backoff();
+    let stream = watcher_stream(name.clone(), api, watcher::Config::default()).default_backoff();
     let (tx, synced) = watch::channel(false);
     let target = NamespaceTarget { selector, scope, metrics: metrics.clone() };
     let task_name = name.clone();

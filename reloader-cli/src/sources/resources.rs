@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use futures::FutureExt as _;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::Resource;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource};
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::model::{ResourceKey, ResourceKind};
 use reloader_core::options::IgnoredResources;
@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use super::glue::{IndexTarget, Phase, index_watch};
-use super::initial_list::Reads;
+use super::initial_list::watcher_stream;
 use super::{SourcesConfig, Watch, api_for, watch_config, watch_name};
 use crate::observe::metrics::Metrics;
 use crate::reconcile::Reconciler;
@@ -28,7 +28,7 @@ type ToView<K> = fn(&K, &AnnotationKeys) -> Option<ResourceView>;
 
 /// The resource watches of one namespace (or all).
 pub(super) fn watches(
-    reads: &Reads,
+    client: &Client,
     config: &SourcesConfig,
     namespace: Option<&str>,
     reconciler: &Arc<Reconciler>,
@@ -47,10 +47,9 @@ pub(super) fn watches(
     }
     let mut watches = Vec::new();
     if config.ignored_resources != IgnoredResources::ConfigMaps {
-        let api: Api<ConfigMap> = api_for(reads, namespace);
+        let api: Api<ConfigMap> = api_for(client, namespace);
         let cfg = watch_config(label_selector, None);
         watches.push(start(
-            reads,
             api,
             cfg,
             target(ResourceKind::ConfigMap, configmap_view, namespace, config, reconciler),
@@ -58,10 +57,9 @@ pub(super) fn watches(
         ));
     }
     if config.ignored_resources != IgnoredResources::Secrets {
-        let api: Api<Secret> = api_for(reads, namespace);
+        let api: Api<Secret> = api_for(client, namespace);
         let cfg = watch_config(label_selector, config.secret_field_selector.as_deref());
         watches.push(start(
-            reads,
             api,
             cfg,
             target(ResourceKind::Secret, secret_view, namespace, config, reconciler),
@@ -69,25 +67,19 @@ pub(super) fn watches(
         ));
     }
     if config.csi {
-        watches.extend(super::csi::watches(reads, namespace, &config.keys, reconciler, metrics));
+        watches.extend(super::csi::watches(client, namespace, &config.keys, reconciler, metrics));
     }
     watches
 }
 
-fn start<K>(
-    reads: &Reads,
-    api: Api<K>,
-    cfg: watcher::Config,
-    target: ResourceTarget<K>,
-    metrics: &Arc<Metrics>,
-) -> Watch
+fn start<K>(api: Api<K>, cfg: watcher::Config, target: ResourceTarget<K>, metrics: &Arc<Metrics>) -> Watch
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
     let (tx, synced) = watch::channel(false);
     let name = watch_name(target.kind.plural(), target.namespace.as_deref());
     let metrics = metrics.clone();
-    let stream = reads.watcher(name.clone(), api, cfg).default_backoff();
+    let stream = watcher_stream(name.clone(), api, cfg).default_backoff();
     let task_name = name.clone();
     let task = async move { index_watch(&task_name, stream, target, tx, &metrics).await }.boxed();
     Watch { name, task, synced }

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use futures::FutureExt as _;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use kube::Resource;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
+use kube::{Client, Resource};
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::model::{WorkloadKey, WorkloadKind};
 use reloader_workload_argo::Rollout;
@@ -19,7 +19,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use super::glue::{IndexTarget, Phase, index_watch};
-use super::initial_list::Reads;
+use super::initial_list::watcher_stream;
 use super::{Watch, api_for, watch_config, watch_name};
 use crate::kinds::ToLoaded;
 use crate::observe::metrics::Metrics;
@@ -28,7 +28,7 @@ use crate::views::watched_workload_view;
 
 /// The watch of one workload kind in one namespace (or all).
 pub(super) fn watch(
-    reads: &Reads,
+    client: &Client,
     kind: WorkloadKind,
     namespace: Option<&str>,
     keys: &AnnotationKeys,
@@ -42,28 +42,28 @@ pub(super) fn watch(
         keys: keys.clone(),
     };
     match kind {
-        WorkloadKind::Deployment => start::<Deployment>(reads, target, metrics),
-        WorkloadKind::DaemonSet => start::<DaemonSet>(reads, target, metrics),
-        WorkloadKind::StatefulSet => start::<StatefulSet>(reads, target, metrics),
-        WorkloadKind::CronJob => start::<CronJob>(reads, target, metrics),
-        WorkloadKind::Job => start::<Job>(reads, target, metrics),
-        WorkloadKind::Rollout => start::<Rollout>(reads, target, metrics),
-        WorkloadKind::DeploymentConfig => start::<DeploymentConfig>(reads, target, metrics),
+        WorkloadKind::Deployment => start::<Deployment>(client, target, metrics),
+        WorkloadKind::DaemonSet => start::<DaemonSet>(client, target, metrics),
+        WorkloadKind::StatefulSet => start::<StatefulSet>(client, target, metrics),
+        WorkloadKind::CronJob => start::<CronJob>(client, target, metrics),
+        WorkloadKind::Job => start::<Job>(client, target, metrics),
+        WorkloadKind::Rollout => start::<Rollout>(client, target, metrics),
+        WorkloadKind::DeploymentConfig => start::<DeploymentConfig>(client, target, metrics),
     }
 }
 
-fn start<K>(reads: &Reads, target: WorkloadTarget, metrics: &Arc<Metrics>) -> Watch
+fn start<K>(client: &Client, target: WorkloadTarget, metrics: &Arc<Metrics>) -> Watch
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope> + ToLoaded,
     K: Clone + DeserializeOwned + Debug + Send + 'static,
     K::DynamicType: Default,
 {
-    let api: Api<K> = api_for(reads, target.namespace.as_deref());
+    let api: Api<K> = api_for(client, target.namespace.as_deref());
     let (tx, synced) = watch::channel(false);
     let name = watch_name(target.kind.as_str(), target.namespace.as_deref());
     let metrics = metrics.clone();
     // Workloads keep no label selector: any of them may carry the annotations.
-    let stream = reads.watcher(name.clone(), api, watch_config(None, None)).default_backoff();
+    let stream = watcher_stream(name.clone(), api, watch_config(None, None)).default_backoff();
     let task_name = name.clone();
     let task = async move { index_watch(&task_name, stream, target, tx, &metrics).await }.boxed();
     Watch { name, task, synced }
