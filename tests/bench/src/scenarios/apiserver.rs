@@ -261,9 +261,10 @@ pub fn start_row(
 /// kube-apiserver's cost of a start-up (K1): the controller's requests, what the heap allocated
 /// serving them, the CPU time it spent and the RSS rise. Only the allocation is held to a ratio:
 /// it is the work of serving every request; the CPU time holds the same work plus the window's
-/// quiet tail (up to a tenth of a core for 5 s, either controller). The request count is reported: requests differ in cost by orders of
-/// magnitude (a watch of an empty kind against the stream of every Secret), and ours has one
-/// watch per workload kind where Stakater lists the workloads at each reload instead. The rise is
+/// quiet tail (up to a tenth of a core for 5 s, either controller). The request count is
+/// reported: requests differ in cost by orders of magnitude (a watch of an empty kind against
+/// the stream of every Secret), and ours has one watch per workload kind where Stakater lists
+/// the workloads at each reload instead. The rise is
 /// reported too: on a restarted kube-apiserver both controllers' starts fit mostly inside the
 /// heap its own start-up grew, so it is a few MiB either way and its order is noise.
 pub fn startup_cost_rows(starts: &PerSubject<Vec<Start>>, at: &str, objects: usize) -> Vec<ScenarioResult> {
