@@ -8,6 +8,8 @@ source "$HACK_DIR/versions.env"
 CACHE_DIR="${RELOADER_DEV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/reloader-dev}"
 export GOFLAGS="${GOFLAGS:--buildvcs=false}"
 export CGO_ENABLED=0
+# The names the node's own images (hack/build node) are imported under; the harness uses the same.
+NODE_IMAGE_REPOSITORY=reloader.dev/node
 
 log() { printf '[hack %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf '[hack] error: %s\n' "$*" >&2; exit 1; }
@@ -62,4 +64,46 @@ resolve_code_order() {
            }
          }' "$2" - |
     sort -s -n -k1,1 | cut -d' ' -f2- | awk '!seen[$0]++'
+}
+
+# oci_archive <rootfs> <archive> <repository> <tag> <config JSON> <labels JSON members> <history>
+#   <entries...>: packs <entries> of <rootfs> as a one-layer linux/amd64 image, written as an OCI
+# image layout plus the manifest.json of `docker save` (docker load, containerd's `ctr images
+# import`, skopeo and kind all read it). Reproducible: every timestamp is SOURCE_DATE_EPOCH, files
+# are sorted, owners are 0:0, gzip stores no name or time. Sets MANIFEST_DIGEST, LAYER_SIZE,
+# CONFIG_SIZE and MANIFEST_SIZE.
+oci_archive() {
+  local rootfs="$1" archive="$2" repository="$3" tag="$4" config="$5" labels="$6" history="$7"
+  shift 7
+  local work created digest size layer_digest diff_id config_digest
+  work="$(mktemp -d "${TMPDIR:-/tmp}/oci-archive.XXXXXX")"
+  created="$(date -u -d "@${SOURCE_DATE_EPOCH:-0}" +%Y-%m-%dT%H:%M:%SZ)"
+  mkdir -p "$work/layout/blobs/sha256"
+  put_blob() { # <file>: moves it into blobs/sha256/ under its digest; sets digest and size
+    digest="sha256:$(sha256sum "$1" | cut -d' ' -f1)"
+    size="$(stat -c %s "$1")"
+    mv "$1" "$work/layout/blobs/sha256/${digest#sha256:}"
+  }
+  reproducible_tar() { # <dir> <out> <entries...>
+    local dir="$1" out="$2"; shift 2
+    tar --sort=name --mtime="@${SOURCE_DATE_EPOCH:-0}" --owner=0 --group=0 --numeric-owner \
+      --format=gnu -C "$dir" -cf "$out" "$@"
+  }
+  reproducible_tar "$rootfs" "$work/layer.tar" "$@"
+  diff_id="sha256:$(sha256sum "$work/layer.tar" | cut -d' ' -f1)"
+  gzip -n -9 "$work/layer.tar"
+  put_blob "$work/layer.tar.gz"; layer_digest="$digest"; LAYER_SIZE="$size"
+  printf '%s' "{\"architecture\":\"amd64\",\"os\":\"linux\",\"created\":\"$created\",\"config\":$config,\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[\"$diff_id\"]},\"history\":[{\"created\":\"$created\",\"created_by\":\"$history\"}]}" >"$work/config.json"
+  put_blob "$work/config.json"; config_digest="$digest"; CONFIG_SIZE="$size"
+  printf '%s' "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\",\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\",\"digest\":\"$config_digest\",\"size\":$CONFIG_SIZE},\"layers\":[{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar+gzip\",\"digest\":\"$layer_digest\",\"size\":$LAYER_SIZE}],\"annotations\":{$labels}}" >"$work/manifest"
+  put_blob "$work/manifest"; MANIFEST_DIGEST="$digest"; MANIFEST_SIZE="$size"
+  # ref.name is the tag skopeo's oci-archive:<file>:<tag> picks; io.containerd.image.name is the
+  # name containerd (kind load, ctr images import) and docker load give the image.
+  printf '%s' "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.index.v1+json\",\"manifests\":[{\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\",\"digest\":\"$MANIFEST_DIGEST\",\"size\":$MANIFEST_SIZE,\"platform\":{\"architecture\":\"amd64\",\"os\":\"linux\"},\"annotations\":{\"org.opencontainers.image.ref.name\":\"$tag\",\"io.containerd.image.name\":\"$repository:$tag\"}}]}" >"$work/layout/index.json"
+  printf '{"imageLayoutVersion":"1.0.0"}' >"$work/layout/oci-layout"
+  # What `docker save` writes beside the layout (Docker < 25 reads only this file).
+  printf '%s' "[{\"Config\":\"blobs/sha256/${config_digest#sha256:}\",\"RepoTags\":[\"$repository:$tag\"],\"Layers\":[\"blobs/sha256/${layer_digest#sha256:}\"]}]" >"$work/layout/manifest.json"
+  reproducible_tar "$work/layout" "$archive.tmp" blobs index.json manifest.json oci-layout
+  mv "$archive.tmp" "$archive"
+  rm -rf "$work"
 }

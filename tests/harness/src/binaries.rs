@@ -16,6 +16,8 @@ pub struct Versions {
     pub kwok: String,
     pub helm: String,
     pub argo_rollouts: String,
+    pub containerd: String,
+    pub node_images: String,
 }
 
 impl Versions {
@@ -37,6 +39,8 @@ impl Versions {
             kwok: value("KWOK_VERSION")?,
             helm: value("HELM_VERSION")?,
             argo_rollouts: value("ARGO_ROLLOUTS_VERSION")?,
+            containerd: value("CONTAINERD_VERSION")?,
+            node_images: value("NODE_IMAGES_VERSION")?,
         })
     }
 }
@@ -140,7 +144,8 @@ mod tests {
     fn parses_the_pinned_versions_file() {
         let versions = Versions::parse(
             "# comment\nKUBERNETES_VERSION=v1.36.3\nETCD_VERSION=v3.6.16\nKWOK_VERSION=v0.8.0\n\
-             HELM_VERSION=v3.20.2\nARGO_ROLLOUTS_VERSION=v1.9.3\n",
+             HELM_VERSION=v3.20.2\nARGO_ROLLOUTS_VERSION=v1.9.3\nCONTAINERD_VERSION=v2.4.2\n\
+             NODE_IMAGES_VERSION=1\n",
         )
         .unwrap();
         assert_eq!(versions.kubernetes, "v1.36.3");
@@ -148,6 +153,8 @@ mod tests {
         assert_eq!(versions.kwok, "v0.8.0");
         assert_eq!(versions.helm, "v3.20.2");
         assert_eq!(versions.argo_rollouts, "v1.9.3");
+        assert_eq!(versions.containerd, "v2.4.2");
+        assert_eq!(versions.node_images, "1");
     }
 
     #[test]

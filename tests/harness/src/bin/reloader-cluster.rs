@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
-use reloader_harness::{ControlPlane, Crd, PlaneOptions, cache_dir};
+use reloader_harness::{ControlPlane, Crd, PlaneOptions, RealNode, cache_dir};
 use tokio::signal::unix::{SignalKind, signal};
 
 #[derive(Debug, Parser)]
@@ -22,6 +22,15 @@ struct Args {
     /// Do not install the Argo Rollouts, DeploymentConfig and SecretProviderClass CRDs.
     #[arg(long)]
     no_crds: bool,
+    /// Also run a real node (containerd, runc, kubelet) where pods really run, instead of the
+    /// fake nodes; the plane then runs in network and mount namespaces of its own
+    /// (docs/control-plane.md, "The real node"). Needs root and `hack/build node`.
+    #[arg(long)]
+    node: bool,
+    /// Image archives (OCI or `docker save`) to import into the real node, e.g. the one
+    /// `hack/image` writes.
+    #[arg(long = "import", requires = "node")]
+    images: Vec<PathBuf>,
 }
 
 #[tokio::main]
@@ -37,16 +46,37 @@ async fn main() -> anyhow::Result<()> {
         dir.display()
     );
     let started = Instant::now();
-    let options = PlaneOptions {
-        dir: Some(dir.clone()),
-        controllers: true,
-        fake_nodes: args.nodes,
-        ..PlaneOptions::default()
+    let options = match args.node {
+        true => PlaneOptions { dir: Some(dir.clone()), ..RealNode::plane_options() },
+        false => PlaneOptions {
+            dir: Some(dir.clone()),
+            controllers: true,
+            fake_nodes: args.nodes,
+            ..PlaneOptions::default()
+        },
     };
     let plane = tokio::select! {
         plane = ControlPlane::start(options) => plane.context("starting the control plane")?,
         _ = interrupt.recv() => anyhow::bail!("interrupted while starting"),
         _ = terminate.recv() => anyhow::bail!("terminated while starting"),
+    };
+    // Declared after the plane: dropped first, so the node stops (and restores the machine)
+    // while the plane still runs.
+    let node = match args.node {
+        false => None,
+        true => {
+            eprintln!("[cluster] starting the real node (containerd, kubelet)");
+            let node = tokio::select! {
+                node = RealNode::start(&plane) => node.context("starting the real node")?,
+                _ = interrupt.recv() => anyhow::bail!("interrupted while starting the node"),
+                _ = terminate.recv() => anyhow::bail!("terminated while starting the node"),
+            };
+            for image in &args.images {
+                node.import_image(image, &[]).with_context(|| format!("importing {}", image.display()))?;
+            }
+            eprintln!("[cluster] node {} Ready; pod logs in {}", node.name(), node.pod_logs().display());
+            Some(node)
+        }
     };
     if !args.no_crds {
         plane.install_crds(&Crd::ALL).await.context("installing the CRDs")?;
@@ -55,11 +85,14 @@ async fn main() -> anyhow::Result<()> {
     std::fs::write(&ready_marker, format!("{}\n", plane.kubeconfig_path().display()))
         .with_context(|| format!("writing {}", ready_marker.display()))?;
     eprintln!(
-        "[cluster] Kubernetes {} ready at {} in {:.1}s ({} fake nodes); logs in {}",
+        "[cluster] Kubernetes {} ready at {} in {:.1}s ({}); logs in {}",
         version.git_version,
         plane.url(),
         started.elapsed().as_secs_f32(),
-        args.nodes,
+        match &node {
+            Some(node) => format!("real node {}", node.name()),
+            None => format!("{} fake nodes", args.nodes),
+        },
         dir.display()
     );
     println!("export KUBECONFIG={}", plane.kubeconfig_path().display());
@@ -81,6 +114,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let _ = std::fs::remove_file(&ready_marker);
     eprintln!("[cluster] stopping");
+    drop(node);
     drop(plane);
     outcome
 }

@@ -6,7 +6,8 @@ mod running;
 mod startup;
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ServiceAccount;
@@ -16,8 +17,10 @@ use kube::{Client, Config};
 use crate::binaries::Binaries;
 use crate::components::{Layout, Ports};
 use crate::credentials::Credentials;
+use crate::netns::{Isolation, NetworkNamespace};
 use crate::{PlaneError, testing};
 use running::{Processes, lock};
+pub(crate) use startup::start_in;
 use startup::{start_apiserver_process, start_etcd_process, wait_for_etcd, write_admin_kubeconfig};
 
 const ETCD_READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -39,11 +42,16 @@ pub struct PlaneOptions {
     /// Extra kube-apiserver flags, after the harness's own (a repeated flag's last value wins),
     /// e.g. `--watch-cache=false` to serve watches from etcd. Kept by [`ControlPlane::start_apiserver`].
     pub apiserver_args: Vec<String>,
+    /// Every component in a network namespace of the plane's own, its ports forwarded from the
+    /// host's loopback (same ports, so one kubeconfig serves inside and out). The real node
+    /// ([`crate::RealNode`]) needs it: its pods, the API server and the kubelet then talk only
+    /// inside that namespace (docs/control-plane.md, "The real node").
+    pub isolated_network: bool,
 }
 
 impl Default for PlaneOptions {
     fn default() -> Self {
-        Self { dir: None, controllers: true, fake_nodes: 3, apiserver_args: Vec::new() }
+        Self { dir: None, controllers: true, fake_nodes: 3, apiserver_args: Vec::new(), isolated_network: false }
     }
 }
 
@@ -62,6 +70,8 @@ pub struct ControlPlane {
     options: PlaneOptions,
     admin: Config,
     processes: Mutex<Processes>,
+    /// The namespace every component runs in, when `isolated_network` (dropped after them).
+    network: Option<Arc<NetworkNamespace>>,
     /// Removes the plane's directory on drop when the plane made it (declared last: dropped last).
     _temp_dir: Option<tempfile::TempDir>,
 }
@@ -101,16 +111,20 @@ impl ControlPlane {
         }
         let credentials = Credentials::generate(dir)?;
         let processes = Mutex::new(Processes::default());
+        let network = match options.isolated_network {
+            true => Some(isolated_network(&layout).await?),
+            false => None,
+        };
 
-        let etcd = start_etcd_process(&binaries, &layout)?;
+        let etcd = start_etcd_process(&binaries, &layout, network.as_deref())?;
         lock(&processes).etcd = Some(etcd);
         wait_for_etcd(&layout, &processes).await?;
 
-        let apiserver = start_apiserver_process(&binaries, &layout, &credentials, &options)?;
+        let apiserver = start_apiserver_process(&binaries, &layout, &credentials, &options, network.as_deref())?;
         lock(&processes).apiserver = Some(apiserver);
         let admin = write_admin_kubeconfig(&layout, &credentials, &processes).await?;
 
-        let plane = Self { layout, binaries, credentials, options, admin, processes, _temp_dir: None };
+        let plane = Self { layout, binaries, credentials, options, admin, processes, network, _temp_dir: None };
         plane.wait_for_apiserver().await?;
         if plane.options.controllers {
             plane.start_controllers().await?;
@@ -213,8 +227,13 @@ impl ControlPlane {
             if processes.apiserver.as_mut().is_some_and(|apiserver| apiserver.exited().is_none()) {
                 return Ok(());
             }
-            let apiserver =
-                start_apiserver_process(&self.binaries, &self.layout, &self.credentials, &self.options)?;
+            let apiserver = start_apiserver_process(
+                &self.binaries,
+                &self.layout,
+                &self.credentials,
+                &self.options,
+                self.network.as_deref(),
+            )?;
             processes.apiserver = Some(apiserver);
         }
         self.wait_for_apiserver().await
@@ -225,6 +244,27 @@ impl ControlPlane {
         let mut processes = lock(&self.processes);
         let apiserver = processes.apiserver.as_mut()?;
         apiserver.exited().is_none().then(|| apiserver.pid())
+    }
+
+    /// The network namespace the components run in, when the plane was started with
+    /// `isolated_network`.
+    pub fn network(&self) -> Option<&Arc<NetworkNamespace>> {
+        self.network.as_ref()
+    }
+
+    /// The admin token, for a kubeconfig of one's own (the real node's kubelet uses it).
+    pub fn admin_token(&self) -> &str {
+        self.credentials.admin_token()
+    }
+
+    /// The API server's serving certificate (its own CA), PEM.
+    pub fn apiserver_certificate(&self) -> PathBuf {
+        self.layout.apiserver_certificate()
+    }
+
+    /// The API server's port on 127.0.0.1 (inside the plane's namespace too, when isolated).
+    pub fn apiserver_port(&self) -> u16 {
+        self.layout.ports.apiserver
     }
 
     /// Each component's name and log file.
@@ -243,6 +283,18 @@ impl ControlPlane {
             .filter_map(|process| Some((process.name().to_owned(), process.exited()?.to_string())))
             .collect()
     }
+}
+
+/// The plane's namespace, with every port the harness probes forwarded from the host's loopback.
+async fn isolated_network(layout: &Layout) -> Result<Arc<NetworkNamespace>, PlaneError> {
+    let network =
+        Arc::new(NetworkNamespace::create("plane", Isolation::NetworkAndMounts, &layout.log("netns")).await?);
+    let ports = layout.ports;
+    for port in [ports.etcd_client, ports.apiserver, ports.controller_manager, ports.scheduler] {
+        let address = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
+        network.expose(address, address).await?;
+    }
+    Ok(network)
 }
 
 impl Drop for ControlPlane {

@@ -16,6 +16,7 @@ use super::{
 use crate::binaries::Binaries;
 use crate::components::{self, Layout};
 use crate::credentials::{self, Credentials};
+use crate::netns::NetworkNamespace;
 use crate::process::Process;
 use crate::wait::NotYet;
 use crate::{PlaneError, nodes};
@@ -57,7 +58,9 @@ impl ControlPlane {
 
     pub(super) async fn start_controllers(&self) -> Result<(), PlaneError> {
         let layout = &self.layout;
-        let controller_manager = Process::start(
+        let network = self.network.as_deref();
+        let controller_manager = start_in(
+            network,
             "kube-controller-manager",
             &self.binaries.kube_controller_manager,
             &components::controller_manager_args(layout, &self.credentials),
@@ -65,7 +68,8 @@ impl ControlPlane {
             &layout.log("kube-controller-manager"),
         )?;
         lock(&self.processes).controller_manager = Some(controller_manager);
-        let scheduler = Process::start(
+        let scheduler = start_in(
+            network,
             "kube-scheduler",
             &self.binaries.kube_scheduler,
             &components::scheduler_args(layout),
@@ -73,7 +77,8 @@ impl ControlPlane {
             &layout.log("kube-scheduler"),
         )?;
         lock(&self.processes).scheduler = Some(scheduler);
-        let kwok = Process::start(
+        let kwok = start_in(
+            network,
             "kwok",
             &self.binaries.kwok,
             &components::kwok_args(layout, &self.binaries.kwok_stage_files()?),
@@ -134,14 +139,38 @@ pub(super) fn start_apiserver_process(
     layout: &Layout,
     credentials: &Credentials,
     options: &PlaneOptions,
+    network: Option<&NetworkNamespace>,
 ) -> Result<Process, PlaneError> {
     let mut args = components::apiserver_args(layout, credentials, options.controllers);
     args.extend(options.apiserver_args.iter().cloned());
-    Process::start("kube-apiserver", &binaries.kube_apiserver, &args, &[], &layout.log("kube-apiserver"))
+    start_in(network, "kube-apiserver", &binaries.kube_apiserver, &args, &[], &layout.log("kube-apiserver"))
 }
 
-pub(super) fn start_etcd_process(binaries: &Binaries, layout: &Layout) -> Result<Process, PlaneError> {
-    Process::start("etcd", &binaries.etcd, &components::etcd_args(layout), &[], &layout.log("etcd"))
+pub(super) fn start_etcd_process(
+    binaries: &Binaries,
+    layout: &Layout,
+    network: Option<&NetworkNamespace>,
+) -> Result<Process, PlaneError> {
+    start_in(network, "etcd", &binaries.etcd, &components::etcd_args(layout), &[], &layout.log("etcd"))
+}
+
+/// Starts a component, inside `network` when there is one.
+pub(crate) fn start_in(
+    network: Option<&NetworkNamespace>,
+    name: &str,
+    program: &Path,
+    args: &[String],
+    envs: &[(&str, &Path)],
+    log: &Path,
+) -> Result<Process, PlaneError> {
+    match network {
+        None => Process::start(name, program, args, envs, log),
+        Some(network) => {
+            let (nsenter, mut entered) = network.enter(program);
+            entered.extend(args.iter().cloned());
+            Process::start(name, &nsenter, &entered, envs, log)
+        }
+    }
 }
 
 pub(super) async fn wait_for_etcd(layout: &Layout, processes: &Mutex<Processes>) -> Result<(), PlaneError> {

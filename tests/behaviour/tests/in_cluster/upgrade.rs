@@ -1,0 +1,91 @@
+//! H56: `helm upgrade` of an HA install to another image while ConfigMap changes are made: each
+//! change is written once (none lost to the hand-over, none repeated by the new leader's catch-up),
+//! a workload whose objects did not change is not rolled by the new replicas' start, and the
+//! Lease passes to a new pod.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use reloader_harness::{NotYet, wait_until};
+use serde_json::json;
+
+use crate::chart::{APPS, RELEASE, RELEASE_NAMESPACE, RELEASE_SELECTOR, wait_for_leader_among};
+use crate::support::{Cluster, IMAGE_REPOSITORY, RELOAD_PATIENCE, VERSION, app_deployment, apply, workspace_root};
+
+/// The tag the upgrade moves to.
+fn next_tag() -> String {
+    format!("{VERSION}-next")
+}
+
+fn values(tag: Option<&str>) -> serde_json::Value {
+    let mut values = json!({
+        "reloader": { "enableHA": true, "deployment": { "replicas": 2 } },
+        "webhook": { "enabled": true },
+    });
+    if let Some(tag) = tag {
+        values["image"] = json!({ "tag": tag });
+    }
+    values
+}
+
+/// The image of every live pod of the release.
+async fn release_images(cluster: &Cluster) -> Vec<String> {
+    let pods: Api<Pod> = Api::namespaced(cluster.client(), RELEASE_NAMESPACE);
+    let list = pods.list(&ListParams::default().labels(RELEASE_SELECTOR)).await.expect("listing the release's pods");
+    list.items
+        .into_iter()
+        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+        .filter_map(|pod| pod.spec?.containers.into_iter().next()?.image)
+        .collect()
+}
+
+pub async fn helm_upgrade(cluster: &Cluster) {
+    let archive = workspace_root().join(format!("target/image/reloader-{VERSION}.oci.tar"));
+    let next = format!("{IMAGE_REPOSITORY}:{}", next_tag());
+    cluster.node.import_image(&archive, &[&next]).unwrap_or_else(|error| panic!("{error}"));
+
+    cluster.helm_install(RELEASE, RELEASE_NAMESPACE, &values(None));
+    let pods = cluster.ready_pods(RELEASE_NAMESPACE, RELEASE_SELECTOR, 2).await;
+    let old_names: Vec<String> = pods.iter().filter_map(|pod| pod.metadata.name.clone()).collect();
+    let old_leader = wait_for_leader_among(cluster, &old_names).await;
+
+    // A workload nobody changes: the upgrade must not roll it.
+    cluster.put_config_map(APPS, "still", "greeting", "unchanged").await;
+    let still = app_deployment("still", &cluster.node.app_image(), "still", json!({ "reloader.stakater.com/auto": "true" }));
+    apply(&cluster.client(), APPS, &still).await;
+    cluster.pod_printing(APPS, "app=still", "app", "env GREETING=unchanged").await;
+    let still_generation = cluster.generation(APPS, "still").await;
+
+    let before = cluster.generation(APPS, "web").await;
+    cluster.helm_install(RELEASE, RELEASE_NAMESPACE, &values(Some(&next_tag())));
+    let mut changes = 0;
+    let upgraded = loop {
+        changes += 1;
+        cluster.put_config_map(APPS, "greeting", "greeting", &format!("upgrade-{changes}")).await;
+        let expected = before + changes;
+        wait_until(&format!("change {changes} written during the upgrade"), RELOAD_PATIENCE, || async {
+            let generation = cluster.generation(APPS, "web").await;
+            if generation >= expected { Ok(()) } else { Err(NotYet::because(format!("generation {generation}"))) }
+        })
+        .await
+        .unwrap_or_else(|error| panic!("{error}\n{}", cluster.node_log_tail()));
+        let images = release_images(cluster).await;
+        let done = images.len() == 2 && images.iter().all(|image| *image == next);
+        if done && changes >= 3 {
+            break true;
+        }
+        assert!(changes < 200, "the upgrade did not finish: {images:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert!(upgraded);
+    let new_pods = cluster.ready_pods(RELEASE_NAMESPACE, RELEASE_SELECTOR, 2).await;
+    let new_names: Vec<String> = new_pods.iter().filter_map(|pod| pod.metadata.name.clone()).collect();
+    let new_leader = wait_for_leader_among(cluster, &new_names).await;
+    assert_ne!(new_leader, old_leader);
+
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(cluster.generation(APPS, "web").await, before + changes, "{changes} changes, each written once");
+    assert_eq!(cluster.generation(APPS, "still").await, still_generation, "the upgrade rolled no workload");
+    cluster.pod_printing(APPS, "app=web", "app", &format!("env GREETING=upgrade-{changes}")).await;
+}
