@@ -50,7 +50,7 @@ pub use credentials::write_private;
 pub use faketime::{LIBFAKETIME_ENV, libfaketime};
 pub use kubeconfig::KubeconfigFile;
 pub use netns::{Isolation, NetworkNamespace, forward};
-pub use node::{NodeBinaries, RealNode, cri_log_lines};
+pub use node::{Leftovers, NodeBinaries, RealNode, cri_log_lines};
 pub use plane::{ControlPlane, PlaneOptions};
 pub use ports::free_port;
 pub use reloader::{Reloader, ReloaderBuilder, reloader_binary};

@@ -139,7 +139,7 @@ impl NetworkNamespace {
     }
 
     /// A connection to `address` inside the namespace.
-    pub async fn connect(self: &Arc<Self>, address: SocketAddr) -> io::Result<TcpStream> {
+    pub async fn connect(&self, address: SocketAddr) -> io::Result<TcpStream> {
         let stream = self
             .run(move || {
                 let stream = StdStream::connect(address)?;
@@ -158,14 +158,7 @@ impl NetworkNamespace {
             .await
             .map_err(io_error(format!("listening on the host's {outside} to forward it inward")))?;
         let bound = listener.local_addr().map_err(io_error("reading a forwarder's address"))?;
-        let namespace = Arc::downgrade(self);
-        self.keep(tokio::spawn(forward(listener, move || {
-            let namespace = namespace.clone();
-            async move {
-                let namespace = namespace.upgrade().ok_or_else(|| io::Error::other("namespace gone"))?;
-                namespace.connect(inside).await
-            }
-        })));
+        self.forward_inward(listener, inside);
         Ok(bound)
     }
 
@@ -184,6 +177,13 @@ impl NetworkNamespace {
     pub async fn relay(self: &Arc<Self>, from: SocketAddr, to: SocketAddr) -> Result<(), PlaneError> {
         let listener =
             self.listen(from).await.map_err(io_error(format!("listening on {from} inside the namespace")))?;
+        self.forward_inward(listener, to);
+        Ok(())
+    }
+
+    /// Copies each connection `listener` accepts to `to` inside the namespace. The forwarder holds
+    /// the namespace weakly: it must not keep it alive.
+    fn forward_inward(self: &Arc<Self>, listener: TcpListener, to: SocketAddr) {
         let namespace = Arc::downgrade(self);
         self.keep(tokio::spawn(forward(listener, move || {
             let namespace = namespace.clone();
@@ -192,7 +192,6 @@ impl NetworkNamespace {
                 namespace.connect(to).await
             }
         })));
-        Ok(())
     }
 
     fn keep(&self, forwarder: JoinHandle<()>) {

@@ -102,6 +102,7 @@ pub async fn real_controller(cluster: &Cluster) {
         "webhook": { "enabled": true },
     });
     cluster.helm_install(RELEASE, RELEASE_NAMESPACE, &values);
+    cluster.rolled_out(RELEASE_NAMESPACE, RELEASE_SELECTOR).await;
     cluster.ready_pods(RELEASE_NAMESPACE, RELEASE_SELECTOR, 2).await;
     let image = cluster.node.app_image();
     let params = PatchParams::apply("in-cluster-test").force();

@@ -25,6 +25,7 @@ pub async fn default_install(cluster: &Cluster) {
     cluster.namespace(RELEASE_NAMESPACE).await;
     cluster.namespace(APPS).await;
     cluster.helm_install(RELEASE, RELEASE_NAMESPACE, &json!({}));
+    cluster.rolled_out(RELEASE_NAMESPACE, RELEASE_SELECTOR).await;
     let pods = cluster.ready_pods(RELEASE_NAMESPACE, RELEASE_SELECTOR, 1).await;
     assert_runs_locked_down(cluster, &pods[0]);
 
@@ -68,6 +69,7 @@ fn assert_runs_locked_down(cluster: &Cluster, pod: &Pod) {
 pub async fn high_availability(cluster: &Cluster) {
     let values = json!({ "reloader": { "enableHA": true, "deployment": { "replicas": 2 } } });
     cluster.helm_install(RELEASE, RELEASE_NAMESPACE, &values);
+    cluster.rolled_out(RELEASE_NAMESPACE, RELEASE_SELECTOR).await;
     let pods = cluster.ready_pods(RELEASE_NAMESPACE, RELEASE_SELECTOR, 2).await;
     let names: Vec<String> = pods.iter().filter_map(|pod| pod.metadata.name.clone()).collect();
     let leader = wait_for_leader_among(cluster, &names).await;
@@ -122,6 +124,7 @@ pub async fn plain_manifests(cluster: &Cluster) {
     let kustomization = crate::support::workspace_root().join("deployments/kubernetes");
     let path = kustomization.display().to_string();
     cluster.kubectl(&["apply", "-k", &path]);
+    cluster.rolled_out(RELEASE_NAMESPACE, "app.kubernetes.io/name=reloader").await;
     let pods = cluster.ready_pods(RELEASE_NAMESPACE, "app.kubernetes.io/name=reloader", 1).await;
     assert!(pods.iter().all(is_ready));
 

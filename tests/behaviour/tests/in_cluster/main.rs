@@ -19,6 +19,7 @@ mod argo;
 mod chart;
 mod sidecar;
 mod support;
+mod trace;
 mod upgrade;
 mod webhook;
 
@@ -72,15 +73,29 @@ async fn step<F: Future<Output = ()>>(name: &str, work: F) {
 async fn as_users_run_it() {
     let started = Instant::now();
     let Some(cluster) = start().await else { return };
-    let _logs = cluster.plane.dump_logs_on_panic();
-    eprintln!("in-cluster: plane and node ready in {:.1}s", started.elapsed().as_secs_f32());
-
-    step("H53 chart with default values reloads a real pod", chart::default_install(&cluster)).await;
-    step("H54 enableHA with two replicas fails over losing and doubling nothing", chart::high_availability(&cluster)).await;
-    step("H55 admission webhook through its Service", webhook::through_its_service(&cluster)).await;
-    step("H56 upgrade of reloader itself", upgrade::helm_upgrade(&cluster)).await;
-    step("H57 Argo Rollouts controller rolls a reloaded Rollout", argo::real_controller(&cluster)).await;
-    step("H58 kubectl apply -k deployments/kubernetes", chart::plain_manifests(&cluster)).await;
-    step("H59 the sidecar example reloads without a restart", sidecar::example(&cluster)).await;
+    // The kernel settings before the node started: what every stop must put back.
+    let kernel_before = cluster.node.kernel_settings_before();
+    {
+        let _logs = cluster.plane.dump_logs_on_panic();
+        eprintln!("in-cluster: plane and node ready in {:.1}s", started.elapsed().as_secs_f32());
+        step("H53 chart with default values reloads a real pod", chart::default_install(&cluster)).await;
+        step("H54 enableHA with two replicas fails over losing and doubling nothing", chart::high_availability(&cluster)).await;
+        step("H55 admission webhook through its Service", webhook::through_its_service(&cluster)).await;
+        step("H56 upgrade of reloader itself", upgrade::helm_upgrade(&cluster)).await;
+        step("H57 Argo Rollouts controller rolls a reloaded Rollout", argo::real_controller(&cluster)).await;
+        step("H58 kubectl apply -k deployments/kubernetes", chart::plain_manifests(&cluster)).await;
+        step("H59 the sidecar example reloads without a restart", sidecar::example(&cluster)).await;
+    }
+    drop(cluster);
+    trace::assert_no_trace(&kernel_before);
+    step("a killed run's node is cleaned by the next start", trace::killed_run_is_cleaned(&kernel_before)).await;
     eprintln!("in-cluster: all steps in {:.1}s", started.elapsed().as_secs_f32());
+}
+
+/// Not a test of its own: the child process `trace::killed_run_is_cleaned` starts and kills.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by as_users_run_it as a child process"]
+async fn node_holder_for_the_killed_run() {
+    let Some(ready_file) = std::env::var_os(trace::HOLDER_READY_FILE) else { return };
+    trace::hold_a_node(std::path::Path::new(&ready_file)).await;
 }

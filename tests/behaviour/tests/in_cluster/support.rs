@@ -45,19 +45,11 @@ impl Cluster {
     }
 
     pub async fn namespace(&self, name: &str) {
-        let namespaces: Api<Namespace> = Api::all(self.client());
-        let namespace = Namespace {
-            metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
-            ..Default::default()
-        };
-        match namespaces.create(&PostParams::default(), &namespace).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 409 => {}
-            Err(error) => panic!("creating namespace {name}: {error}"),
-        }
+        create_namespace(&self.client(), name).await;
     }
 
-    /// `helm upgrade --install` of the chart, failing the test on an error.
+    /// `helm upgrade --install` of the chart, failing the test on an error. Returns at once (no
+    /// `--wait`): [`Self::rolled_out`] waits.
     pub fn helm_install(&self, release: &str, namespace: &str, values: &Value) -> String {
         self.helm
             .upgrade_install(release, namespace, values, self.plane.kubeconfig_path())
@@ -73,6 +65,29 @@ impl Cluster {
             .unwrap_or_else(|error| panic!("kubectl {args:?}: {error}"));
         assert!(output.status.success(), "kubectl {args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
         String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Waits until the Deployment matching `selector` in `namespace` has rolled out its current
+    /// spec: observed, every replica updated and available, no old one left.
+    pub async fn rolled_out(&self, namespace: &str, selector: &str) {
+        let deployments: Api<Deployment> = Api::namespaced(self.client(), namespace);
+        let list = ListParams::default().labels(selector);
+        wait_until(&format!("the Deployment {selector} in {namespace} rolled out"), POD_PATIENCE, || async {
+            let found = deployments.list(&list).await?.items;
+            let [deployment] = found.as_slice() else {
+                return Err(NotYet::because(format!("{} Deployments", found.len())));
+            };
+            let wanted = deployment.spec.as_ref().and_then(|spec| spec.replicas).unwrap_or(1);
+            let status = deployment.status.clone().unwrap_or_default();
+            let observed = status.observed_generation >= deployment.metadata.generation;
+            let done = observed
+                && status.updated_replicas == Some(wanted)
+                && status.replicas == Some(wanted)
+                && status.available_replicas == Some(wanted);
+            if done { Ok(()) } else { Err(NotYet::because(format!("{status:?}"))) }
+        })
+        .await
+        .unwrap_or_else(|error| panic!("{error}\n{}", self.node_log_tail()));
     }
 
     /// Waits until `count` pods match `selector` in `namespace`, all Running and Ready and none
@@ -151,6 +166,18 @@ impl Cluster {
             text.push_str(&format!("--- {name} ({})\n{}\n", path.display(), tail.join("\n")));
         }
         text
+    }
+}
+
+/// Creates namespace `name` unless it exists.
+pub async fn create_namespace(client: &Client, name: &str) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespace =
+        Namespace { metadata: ObjectMeta { name: Some(name.into()), ..Default::default() }, ..Default::default() };
+    match namespaces.create(&PostParams::default(), &namespace).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(error) => panic!("creating namespace {name}: {error}"),
     }
 }
 

@@ -46,6 +46,7 @@ pub async fn helm_upgrade(cluster: &Cluster) {
     cluster.node.import_image(&archive, &[&next]).unwrap_or_else(|error| panic!("{error}"));
 
     cluster.helm_install(RELEASE, RELEASE_NAMESPACE, &values(None));
+    cluster.rolled_out(RELEASE_NAMESPACE, RELEASE_SELECTOR).await;
     let pods = cluster.ready_pods(RELEASE_NAMESPACE, RELEASE_SELECTOR, 2).await;
     let old_names: Vec<String> = pods.iter().filter_map(|pod| pod.metadata.name.clone()).collect();
     let old_leader = wait_for_leader_among(cluster, &old_names).await;
@@ -79,6 +80,7 @@ pub async fn helm_upgrade(cluster: &Cluster) {
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     assert!(upgraded);
+    cluster.rolled_out(RELEASE_NAMESPACE, RELEASE_SELECTOR).await;
     let new_pods = cluster.ready_pods(RELEASE_NAMESPACE, RELEASE_SELECTOR, 2).await;
     let new_names: Vec<String> = new_pods.iter().filter_map(|pod| pod.metadata.name.clone()).collect();
     let new_leader = wait_for_leader_among(cluster, &new_names).await;

@@ -41,6 +41,7 @@ pub async fn through_its_service(cluster: &Cluster) {
         "webhook": { "enabled": true },
     });
     cluster.helm_install(RELEASE, RELEASE_NAMESPACE, &values);
+    cluster.rolled_out(RELEASE_NAMESPACE, RELEASE_SELECTOR).await;
     cluster.ready_pods(RELEASE_NAMESPACE, RELEASE_SELECTOR, 2).await;
 
     let deployments: Api<Deployment> = Api::namespaced(cluster.client(), APPS);

@@ -70,6 +70,38 @@ impl HostLock {
     }
 }
 
+/// The kubelet's sysctls and their values now.
+pub fn kernel_settings() -> Vec<(String, String)> {
+    KUBELET_SYSCTLS
+        .iter()
+        .filter_map(|name| {
+            let value = fs::read_to_string(Path::new(PROC_SYS).join(name)).ok()?;
+            Some(((*name).to_owned(), value.trim().to_owned()))
+        })
+        .collect()
+}
+
+/// The cgroups named `name` that exist, in every hierarchy.
+pub fn cgroups_named(name: &str) -> Vec<PathBuf> {
+    hierarchies().into_iter().map(|hierarchy| hierarchy.join(name.trim_start_matches('/'))).filter(|path| path.exists()).collect()
+}
+
+/// The processes whose command line names `marker`, other than ours.
+pub fn processes_naming(marker: &Path) -> Vec<i32> {
+    let marker = marker.display().to_string();
+    let ours = std::process::id() as i32;
+    let Ok(entries) = fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != ours)
+        .filter(|pid| {
+            fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(&marker))
+        })
+        .collect()
+}
+
 /// Records the kubelet's sysctls as they are now, one `path=value` line each.
 pub fn record(record: &Path) -> Result<(), PlaneError> {
     let mut text = String::new();
@@ -82,18 +114,27 @@ pub fn record(record: &Path) -> Result<(), PlaneError> {
     fs::write(record, text).map_err(io_error(format!("writing {}", record.display())))
 }
 
+/// What [`record`] wrote.
+pub fn recorded(record: &Path) -> Vec<(String, String)> {
+    fs::read_to_string(record)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect()
+}
+
 /// Writes back what [`record`] found; a missing record changes nothing.
 pub fn restore(record: &Path) -> Result<(), PlaneError> {
-    let Ok(text) = fs::read_to_string(record) else { return Ok(()) };
-    for (name, value) in text.lines().filter_map(|line| line.split_once('=')) {
+    for (name, value) in recorded(record) {
         // Only names of the list: the record is a file anyone with the cache could edit.
-        if !KUBELET_SYSCTLS.contains(&name) {
+        if !KUBELET_SYSCTLS.contains(&name.as_str()) {
             continue;
         }
-        let path = Path::new(PROC_SYS).join(name);
+        let path = Path::new(PROC_SYS).join(&name);
         let current = fs::read_to_string(&path).unwrap_or_default();
         if current.trim() != value {
-            fs::write(&path, value).map_err(io_error(format!("restoring {}", path.display())))?;
+            fs::write(&path, &value).map_err(io_error(format!("restoring {}", path.display())))?;
         }
     }
     Ok(())
@@ -206,19 +247,7 @@ fn kill_all(pids: &[i32]) {
 /// shims name its socket), other than ours. Shims outlive a killed run: they are not children of
 /// the harness.
 pub fn kill_processes_naming(marker: &Path) {
-    let marker = marker.display().to_string();
-    let ours = std::process::id() as i32;
-    let Ok(entries) = fs::read_dir("/proc") else { return };
-    let pids: Vec<i32> = entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| pid != ours)
-        .filter(|pid| {
-            fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(&marker))
-        })
-        .collect();
-    kill_all(&pids);
+    kill_all(&processes_naming(marker));
 }
 
 /// Removes the node's directory. Mounts below it belong to the plane's mount namespace, so none

@@ -6,7 +6,7 @@
 //! pods talk only there. In it the node holds
 //! - `10.0.0.1` on loopback, relayed to the API server: the in-cluster address a pod's client uses
 //!   (the `kubernetes` Service, which the API server's certificate names), with no kube-proxy;
-//! - its own address on a dummy link (`--node-ip`), so nothing is ever sent to the machine's;
+//! - its own address on a link of its own (`--node-ip`), so nothing is ever sent to the machine's;
 //! - a bridge with the pods' subnet, which the API server reaches directly (endpoint routing for
 //!   admission webhooks, `--enable-aggregator-routing`).
 //!
@@ -100,6 +100,23 @@ impl NodeBinaries {
     }
 }
 
+/// What a real node left on the machine (all empty once it stopped cleanly).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leftovers {
+    /// `<cache>/node/`.
+    pub directory: Option<PathBuf>,
+    /// The node's cgroups, in any hierarchy.
+    pub cgroups: Vec<PathBuf>,
+    /// Processes naming the node's directory (containerd, its shims, the kubelet).
+    pub processes: Vec<i32>,
+}
+
+impl Leftovers {
+    pub fn is_empty(&self) -> bool {
+        self.directory.is_none() && self.cgroups.is_empty() && self.processes.is_empty()
+    }
+}
+
 /// A running real node. Dropping it stops its pods and restores the machine.
 pub struct RealNode {
     layout: NodeLayout,
@@ -185,6 +202,27 @@ impl RealNode {
         Ok(node)
     }
 
+    /// What a node (running, stopped or killed) has left on this machine.
+    pub fn leftovers() -> Leftovers {
+        let dir = cache_dir().join("node");
+        Leftovers {
+            directory: dir.exists().then(|| dir.clone()),
+            cgroups: host::cgroups_named(CGROUP_ROOT),
+            processes: host::processes_naming(&dir),
+        }
+    }
+
+    /// The kernel settings the kubelet changes (`vm/overcommit_memory`, `kernel/panic`, ...) and
+    /// their values now: a stopped node has put them back.
+    pub fn kernel_settings() -> Vec<(String, String)> {
+        host::kernel_settings()
+    }
+
+    /// The kernel settings as they were before this node started (what its stop puts back).
+    pub fn kernel_settings_before(&self) -> Vec<(String, String)> {
+        host::recorded(&self.layout.host_record())
+    }
+
     /// The Node's name.
     pub fn name(&self) -> &str {
         &self.settings.name
@@ -199,7 +237,7 @@ impl RealNode {
     /// Imports an image archive (OCI layout or `docker save`) into the node's containerd, and
     /// tags it with `also_named` too. Pods use it with `imagePullPolicy: IfNotPresent`.
     pub fn import_image(&self, archive: &Path, also_named: &[&str]) -> Result<(), PlaneError> {
-        let output = self.ctr(&["images", "import", "--no-unpack=false", &archive.display().to_string()])?;
+        let output = self.ctr(&["images", "import", &archive.display().to_string()])?;
         let imported = output
             .lines()
             .filter_map(|line| line.split_whitespace().find(|word| word.contains(':') && !word.starts_with("sha256")))
@@ -285,11 +323,14 @@ impl RealNode {
     async fn prepare_namespace(&self, apiserver_port: u16) -> Result<(), PlaneError> {
         let network = &self.network;
         network.command("ip", &["addr", "add", &format!("{}/32", IN_CLUSTER_API.ip()), "dev", "lo"])?;
-        network.command("ip", &["link", "add", "node0", "type", "dummy"])?;
+        // A veth pair inside the namespace (the `dummy` link type is a module not every kernel has;
+        // veth the CNI bridge needs anyway): the node's address on one end, the other end idle.
+        network.command("ip", &["link", "add", "node0", "type", "veth", "peer", "name", "node0-peer"])?;
         network.command("ip", &["addr", "add", &format!("{}/32", self.settings.address), "dev", "node0"])?;
         network.command("ip", &["link", "set", "node0", "up"])?;
-        // The kubelet resolves its node IP among routed addresses: a default route through the
-        // dummy link (nothing is ever sent there; the pods' bridge has its own routes).
+        network.command("ip", &["link", "set", "node0-peer", "up"])?;
+        // The kubelet resolves its node IP among routed addresses: a default route through that
+        // link (nothing is ever sent there; the pods' bridge has its own routes).
         network.command("ip", &["route", "add", "default", "dev", "node0"])?;
         for dir in PRIVATE_DIRS {
             network.command("mount", &["-t", "tmpfs", "-o", "mode=0755", "reloader-node", dir])?;

@@ -22,7 +22,7 @@ impl ControlPlane {
             if processes.etcd.as_mut().is_some_and(|etcd| etcd.exited().is_none()) {
                 return Ok(());
             }
-            processes.etcd = Some(start_etcd_process(&self.binaries, &self.layout)?);
+            processes.etcd = Some(start_etcd_process(&self.binaries, &self.layout, self.network.as_deref())?);
         }
         wait_for_etcd(&self.layout, &self.processes).await
     }
