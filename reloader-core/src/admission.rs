@@ -360,7 +360,10 @@ fn object_annotations(object: &Value) -> AnnotationsAt<'static> {
     }
 }
 
-/// Copies the env-var markers of `old` that `new` lacks, container by container name.
+/// Copies the env-var markers of `old` that `new` lacks, container by container name, each to the
+/// place it held in `old`'s list: a re-apply that dropped them then gets back exactly the old list
+/// (the writer's strategic merge puts a new marker first, an append would reorder the list and
+/// roll the pods).
 fn copy_env_markers(
     old: &PodTemplateSpec,
     new: &PodTemplateSpec,
@@ -370,21 +373,32 @@ fn copy_env_markers(
 ) {
     let (old_containers, new_containers) = (template_containers(old), template_containers(new));
     let carried = Markers::read(new, keys);
-    let mut added: BTreeMap<usize, Vec<Value>> = BTreeMap::new();
+    let mut added: BTreeMap<usize, Vec<(usize, Value)>> = BTreeMap::new();
     for marker in Markers::read(old, keys).env {
         // Carried on any container: the new object's word, even if its author moved it.
         if carried.env.iter().any(|m| m.name == marker.name)
-            || added.values().flatten().any(|e| e["name"] == *marker.name)
+            || added.values().flatten().any(|(_, e)| e["name"] == *marker.name)
         {
             continue;
         }
-        let Some(name) = old_containers.get(usize::from(marker.container)).map(|c| &c.name) else { continue };
-        let Some(target) = new_containers.iter().position(|c| c.name == *name) else { continue };
-        added.entry(target).or_default().push(json!({"name": marker.name, "value": marker.value}));
+        let Some(old_container) = old_containers.get(usize::from(marker.container)) else { continue };
+        let Some(target) = new_containers.iter().position(|c| c.name == old_container.name) else { continue };
+        let place = old_container.env.iter().flatten().position(|e| e.name == *marker.name).unwrap_or(usize::MAX);
+        added.entry(target).or_default().push((place, json!({"name": marker.name, "value": marker.value})));
     }
-    for (container, entries) in added {
+    for (container, mut entries) in added {
+        // In the old list's order, so each insertion lands where it stood.
+        entries.sort_by_key(|(place, _)| *place);
         let existing = new_containers[container].env.as_ref().map_or(0, Vec::len);
-        env_add_ops(pointer, container, existing, entries, ops);
+        if existing == 0 {
+            env_add_ops(pointer, container, existing, entries.into_iter().map(|(_, e)| e).collect(), ops);
+            continue;
+        }
+        let path = format!("{pointer}/spec/containers/{container}/env");
+        for (length, (place, entry)) in (existing..).zip(entries) {
+            let at = if place < length { place.to_string() } else { "-".to_owned() };
+            ops.push(json!({"op": "add", "path": format!("{path}/{at}"), "value": entry}));
+        }
     }
 }
 

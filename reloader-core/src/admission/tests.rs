@@ -106,6 +106,33 @@ fn a_reapply_without_markers_gets_the_old_markers_back() {
             template(Value::Null, plain()),
         ),
         (
+            "env marker first, where the writer's strategic merge puts it",
+            Deployment,
+            template(
+                Value::Null,
+                vec![
+                    container("app", json!([env(ENV_CM, &H1.to_hex()), env("LOG", "info")])),
+                    container("proxy", Value::Null),
+                ],
+            ),
+            template(Value::Null, plain()),
+        ),
+        (
+            "two markers around a plain entry, each back in its place",
+            Deployment,
+            template(
+                Value::Null,
+                vec![
+                    container(
+                        "app",
+                        json!([env(ENV_SECRET, &H2.to_hex()), env("LOG", "info"), env(ENV_CM, &H1.to_hex())]),
+                    ),
+                    container("proxy", Value::Null),
+                ],
+            ),
+            template(Value::Null, plain()),
+        ),
+        (
             "env list created on a container without one",
             StatefulSet,
             template(
@@ -205,7 +232,7 @@ fn exact_operations() {
                 vec![container("proxy", json!([env("X", "1")])), container("app", Value::Null)],
             ),
             vec![
-                json!({"op": "add", "path": format!("{path}/0/env/-"), "value": env(ENV_SECRET, &H2.to_hex())}),
+                json!({"op": "add", "path": format!("{path}/0/env/0"), "value": env(ENV_SECRET, &H2.to_hex())}),
                 json!({"op": "add", "path": format!("{path}/1/env"), "value": [env(ENV_CM, &H1.to_hex())]}),
             ],
         ),

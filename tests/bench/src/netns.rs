@@ -40,11 +40,15 @@ impl IsolatedNetwork {
         log_dir: &Path,
     ) -> Result<Self, BenchError> {
         let log = log_dir.join(format!("netns-{name}.log"));
-        let namespace = Arc::new(NetworkNamespace::create(name, Isolation::Network, &log).await.map_err(measure)?);
+        let namespace =
+            Arc::new(NetworkNamespace::create(name, Isolation::Network, &log).await.map_err(measure)?);
         let inside_api = SocketAddr::V4(SocketAddrV4::new(LOOPBACK, apiserver.port()));
         namespace.reach_out(inside_api, apiserver).await.map_err(measure)?;
         let exposed = namespace
-            .expose(SocketAddr::V4(SocketAddrV4::new(LOOPBACK, 0)), SocketAddr::V4(SocketAddrV4::new(LOOPBACK, inner_port)))
+            .expose(
+                SocketAddr::V4(SocketAddrV4::new(LOOPBACK, 0)),
+                SocketAddr::V4(SocketAddrV4::new(LOOPBACK, inner_port)),
+            )
             .await
             .map_err(measure)?;
         Ok(Self { namespace, exposed_port: exposed.port() })

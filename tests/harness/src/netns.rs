@@ -153,7 +153,11 @@ impl NetworkNamespace {
     /// Forwards the host's `outside` to `inside` in the namespace, and returns the address bound
     /// outside (port 0 picks a free one). With the same address on both sides, a client outside
     /// reaches an in-namespace server as if it listened on the host (same port, same TLS name).
-    pub async fn expose(self: &Arc<Self>, outside: SocketAddr, inside: SocketAddr) -> Result<SocketAddr, PlaneError> {
+    pub async fn expose(
+        self: &Arc<Self>,
+        outside: SocketAddr,
+        inside: SocketAddr,
+    ) -> Result<SocketAddr, PlaneError> {
         let listener = TcpListener::bind(outside)
             .await
             .map_err(io_error(format!("listening on the host's {outside} to forward it inward")))?;
@@ -321,7 +325,9 @@ mod tests {
             }
         });
         let namespace = Arc::new(
-            NetworkNamespace::create("test", Isolation::Network, &logs.path().join("holder.log")).await.unwrap(),
+            NetworkNamespace::create("test", Isolation::Network, &logs.path().join("holder.log"))
+                .await
+                .unwrap(),
         );
         // Inside, the host server's own address reaches it (a listener on the same port in the
         // same namespace as the real one could not have been bound: the namespace is another one).

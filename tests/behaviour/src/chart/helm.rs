@@ -116,7 +116,15 @@ impl Helm {
 
     /// `helm uninstall <release> --wait` from `namespace` of the cluster of `kubeconfig`.
     pub fn uninstall(&self, release: &str, namespace: &str, kubeconfig: &Path) -> Result<String, PlaneError> {
-        self.run(&["uninstall", release, "--wait", "--kubeconfig", path(kubeconfig)?, "--namespace", namespace])
+        self.run(&[
+            "uninstall",
+            release,
+            "--wait",
+            "--kubeconfig",
+            path(kubeconfig)?,
+            "--namespace",
+            namespace,
+        ])
     }
 
     /// `helm <command> <chart> <flags>` against the cluster of `kubeconfig`, with `values`.

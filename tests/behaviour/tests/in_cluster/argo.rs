@@ -15,10 +15,14 @@ use serde_json::{Value, json};
 use crate::chart::{APPS, RELEASE, RELEASE_NAMESPACE, RELEASE_SELECTOR};
 use crate::support::{Cluster, POD_PATIENCE, app_deployment};
 
-const CRDS: [&str; 5] = ["rollout", "analysis-run", "analysis-template", "cluster-analysis-template", "experiment"];
+const CRDS: [&str; 5] =
+    ["rollout", "analysis-run", "analysis-template", "cluster-analysis-template", "experiment"];
 
 fn rollouts(cluster: &Cluster) -> Api<DynamicObject> {
-    let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("argoproj.io", "v1alpha1", "Rollout"), "rollouts");
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("argoproj.io", "v1alpha1", "Rollout"),
+        "rollouts",
+    );
     Api::namespaced_with(cluster.client(), APPS, &resource)
 }
 
@@ -43,11 +47,18 @@ async fn wait_healthy(cluster: &Cluster, name: &str, generation_at_least: i64) {
         let object = api.get(name).await?;
         let status = &object.data["status"];
         let phase = status["phase"].as_str().unwrap_or_default();
-        let observed: i64 = status["observedGeneration"].as_str().and_then(|g| g.parse().ok()).or(status["observedGeneration"].as_i64()).unwrap_or_default();
+        let observed: i64 = status["observedGeneration"]
+            .as_str()
+            .and_then(|g| g.parse().ok())
+            .or(status["observedGeneration"].as_i64())
+            .unwrap_or_default();
         if phase == "Healthy" && observed >= generation_at_least {
             Ok(())
         } else {
-            Err(NotYet::because(format!("phase {phase:?}, observed generation {observed}: {}", status["message"])))
+            Err(NotYet::because(format!(
+                "phase {phase:?}, observed generation {observed}: {}",
+                status["message"]
+            )))
         }
     })
     .await
@@ -61,7 +72,8 @@ async fn generation(cluster: &Cluster, name: &str) -> i64 {
 /// The ReplicaSets the controller made for Rollout `name`.
 async fn replica_sets(cluster: &Cluster, name: &str) -> BTreeSet<String> {
     let api: Api<ReplicaSet> = Api::namespaced(cluster.client(), APPS);
-    let list = api.list(&ListParams::default().labels(&format!("app={name}"))).await.expect("listing ReplicaSets");
+    let list =
+        api.list(&ListParams::default().labels(&format!("app={name}"))).await.expect("listing ReplicaSets");
     list.items.into_iter().filter_map(|set| set.metadata.name).collect()
 }
 
@@ -70,8 +82,13 @@ async fn all_pods_print(cluster: &Cluster, name: &str, count: usize, line: &str)
     let pods: Api<Pod> = Api::namespaced(cluster.client(), APPS);
     let list = ListParams::default().labels(&format!("app={name}"));
     wait_until(&format!("{count} pods of {name} printing {line:?}"), POD_PATIENCE, || async {
-        let live: Vec<Pod> =
-            pods.list(&list).await?.items.into_iter().filter(|pod| pod.metadata.deletion_timestamp.is_none()).collect();
+        let live: Vec<Pod> = pods
+            .list(&list)
+            .await?
+            .items
+            .into_iter()
+            .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+            .collect();
         let printing = live
             .iter()
             .filter(|pod| crate::support::is_ready(pod))
@@ -109,8 +126,12 @@ pub async fn real_controller(cluster: &Cluster) {
 
     // The env-vars strategy: a new ReplicaSet, the canary steps, Healthy, every pod printing it.
     cluster.put_config_map(APPS, "canary-greeting", "greeting", "one").await;
-    let canary = rollout("canary", &image, "canary-greeting", json!({ "reloader.stakater.com/auto": "true" }));
-    rollouts(cluster).patch("canary", &params, &Patch::Apply(&canary)).await.expect("applying the canary Rollout");
+    let canary =
+        rollout("canary", &image, "canary-greeting", json!({ "reloader.stakater.com/auto": "true" }));
+    rollouts(cluster)
+        .patch("canary", &params, &Patch::Apply(&canary))
+        .await
+        .expect("applying the canary Rollout");
     wait_healthy(cluster, "canary", 1).await;
     all_pods_print(cluster, "canary", 2, "env GREETING=one").await;
     let before = generation(cluster, "canary").await;
@@ -126,7 +147,11 @@ pub async fn real_controller(cluster: &Cluster) {
     all_pods_print(cluster, "canary", 2, "env GREETING=two").await;
     assert_eq!(generation(cluster, "canary").await, before + 1, "one change, one write");
     let sets_after = replica_sets(cluster, "canary").await;
-    assert_eq!(sets_after.difference(&sets_before).count(), 1, "one new ReplicaSet: {sets_before:?} -> {sets_after:?}");
+    assert_eq!(
+        sets_after.difference(&sets_before).count(),
+        1,
+        "one new ReplicaSet: {sets_before:?} -> {sets_after:?}"
+    );
 
     // rollout-strategy: restart: restartAt set, the pods replaced, no new ReplicaSet.
     cluster.put_config_map(APPS, "restart-greeting", "greeting", "one").await;
@@ -136,13 +161,19 @@ pub async fn real_controller(cluster: &Cluster) {
         "restart-greeting",
         json!({ "reloader.stakater.com/auto": "true", "reloader.stakater.com/rollout-strategy": "restart" }),
     );
-    rollouts(cluster).patch("restarted", &params, &Patch::Apply(&restarted)).await.expect("applying the Rollout");
+    rollouts(cluster)
+        .patch("restarted", &params, &Patch::Apply(&restarted))
+        .await
+        .expect("applying the Rollout");
     wait_healthy(cluster, "restarted", 1).await;
     let pods_before = all_pods_print(cluster, "restarted", 2, "env GREETING=one").await;
     let sets_before = replica_sets(cluster, "restarted").await;
     cluster.put_config_map(APPS, "restart-greeting", "greeting", "two").await;
     let pods_after = all_pods_print(cluster, "restarted", 2, "env GREETING=two").await;
-    assert!(pods_after.is_disjoint(&pods_before), "every pod was restarted: {pods_before:?} -> {pods_after:?}");
+    assert!(
+        pods_after.is_disjoint(&pods_before),
+        "every pod was restarted: {pods_before:?} -> {pods_after:?}"
+    );
     let object = rollouts(cluster).get("restarted").await.expect("reading the Rollout");
     assert!(object.data["spec"]["restartAt"].is_string(), "restartAt set: {}", object.data["spec"]);
     assert_eq!(replica_sets(cluster, "restarted").await, sets_before, "the template was left alone");

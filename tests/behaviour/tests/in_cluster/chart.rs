@@ -30,7 +30,12 @@ pub async fn default_install(cluster: &Cluster) {
     assert_runs_locked_down(cluster, &pods[0]);
 
     cluster.put_config_map(APPS, "greeting", "greeting", "hello").await;
-    let web = app_deployment("web", &cluster.node.app_image(), "greeting", json!({ "reloader.stakater.com/auto": "true" }));
+    let web = app_deployment(
+        "web",
+        &cluster.node.app_image(),
+        "greeting",
+        json!({ "reloader.stakater.com/auto": "true" }),
+    );
     apply(&cluster.client(), APPS, &web).await;
     cluster.pod_printing(APPS, "app=web", "app", "env GREETING=hello").await;
     let before = cluster.generation(APPS, "web").await;
@@ -87,7 +92,11 @@ pub async fn high_availability(cluster: &Cluster) {
         let expected = before + change;
         wait_until(&format!("change {change} written"), RELOAD_PATIENCE, || async {
             let generation = cluster.generation(APPS, "web").await;
-            if generation >= expected { Ok(()) } else { Err(NotYet::because(format!("generation {generation}"))) }
+            if generation >= expected {
+                Ok(())
+            } else {
+                Err(NotYet::because(format!("generation {generation}")))
+            }
         })
         .await
         .unwrap_or_else(|error| panic!("{error}"));

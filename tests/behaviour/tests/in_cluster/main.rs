@@ -33,7 +33,8 @@ use support::{Cluster, VERSION, under_ci, workspace_root};
 /// Everything the suite needs, or why it cannot run.
 fn missing_prerequisites() -> Option<String> {
     // /proc/self belongs to the effective user.
-    let root = std::fs::metadata("/proc/self").is_ok_and(|meta| std::os::unix::fs::MetadataExt::uid(&meta) == 0);
+    let root =
+        std::fs::metadata("/proc/self").is_ok_and(|meta| std::os::unix::fs::MetadataExt::uid(&meta) == 0);
     if !root {
         return Some("the real node needs root (cgroups, network and mount namespaces)".into());
     }
@@ -53,10 +54,13 @@ async fn start() -> Option<Cluster> {
         eprintln!("skipped: {why}");
         return None;
     }
-    let plane = ControlPlane::start(RealNode::plane_options()).await.unwrap_or_else(|error| panic!("{error}"));
-    let node = RealNode::start(&plane).await.unwrap_or_else(|error| panic!("starting the real node: {error}"));
+    let plane =
+        ControlPlane::start(RealNode::plane_options()).await.unwrap_or_else(|error| panic!("{error}"));
+    let node =
+        RealNode::start(&plane).await.unwrap_or_else(|error| panic!("starting the real node: {error}"));
     let archive = workspace_root().join(format!("target/image/reloader-{VERSION}.oci.tar"));
-    node.import_image(&archive, &[]).unwrap_or_else(|error| panic!("importing {}: {error}", archive.display()));
+    node.import_image(&archive, &[])
+        .unwrap_or_else(|error| panic!("importing {}: {error}", archive.display()));
     let helm = Helm::locate().unwrap_or_else(|error| panic!("{error}"));
     Some(Cluster { plane, node, helm })
 }
@@ -79,7 +83,11 @@ async fn as_users_run_it() {
         let _logs = cluster.plane.dump_logs_on_panic();
         eprintln!("in-cluster: plane and node ready in {:.1}s", started.elapsed().as_secs_f32());
         step("H53 chart with default values reloads a real pod", chart::default_install(&cluster)).await;
-        step("H54 enableHA with two replicas fails over losing and doubling nothing", chart::high_availability(&cluster)).await;
+        step(
+            "H54 enableHA with two replicas fails over losing and doubling nothing",
+            chart::high_availability(&cluster),
+        )
+        .await;
         step("H55 admission webhook through its Service", webhook::through_its_service(&cluster)).await;
         step("H56 upgrade of reloader itself", upgrade::helm_upgrade(&cluster)).await;
         step("H57 Argo Rollouts controller rolls a reloaded Rollout", argo::real_controller(&cluster)).await;
@@ -88,7 +96,8 @@ async fn as_users_run_it() {
     }
     drop(cluster);
     trace::assert_no_trace(&kernel_before);
-    step("a killed run's node is cleaned by the next start", trace::killed_run_is_cleaned(&kernel_before)).await;
+    step("a killed run's node is cleaned by the next start", trace::killed_run_is_cleaned(&kernel_before))
+        .await;
     eprintln!("in-cluster: all steps in {:.1}s", started.elapsed().as_secs_f32());
 }
 

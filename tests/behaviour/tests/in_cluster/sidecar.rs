@@ -27,7 +27,11 @@ async fn put_secret(cluster: &Cluster, value: &str) {
         "stringData": { "remote-write.yml": value },
     });
     secrets
-        .patch("prometheus-remote-write", &PatchParams::apply("in-cluster-test").force(), &Patch::Apply(&body))
+        .patch(
+            "prometheus-remote-write",
+            &PatchParams::apply("in-cluster-test").force(),
+            &Patch::Apply(&body),
+        )
         .await
         .expect("applying the Secret");
 }
@@ -36,7 +40,11 @@ async fn put_secret(cluster: &Cluster, value: &str) {
 async fn wait_printed(cluster: &Cluster, pod: &str, lines: &[String]) -> Vec<String> {
     wait_until(&format!("the app to print {lines:?}"), POD_PATIENCE, || async {
         let printed = cluster.node.container_output(NAMESPACE, pod, "prometheus");
-        if lines.iter().all(|line| printed.contains(line)) { Ok(printed) } else { Err(NotYet::because(format!("{printed:?}"))) }
+        if lines.iter().all(|line| printed.contains(line)) {
+            Ok(printed)
+        } else {
+            Err(NotYet::because(format!("{printed:?}")))
+        }
     })
     .await
     .unwrap_or_else(|error| panic!("{error}\n{}", cluster.node_log_tail()))
@@ -50,8 +58,10 @@ pub async fn example(cluster: &Cluster) {
     cluster.put_config_map(NAMESPACE, "prometheus-rules", "rules.yml", "groups: []\n").await;
     put_secret(cluster, "url: a\n").await;
 
-    let manifest = std::fs::read_to_string(workspace_root().join("docs/sidecar-example.yaml")).expect("the example");
-    let manifest = manifest.replace(&format!("{IMAGE_REPOSITORY}:latest"), &format!("{IMAGE_REPOSITORY}:{VERSION}"));
+    let manifest =
+        std::fs::read_to_string(workspace_root().join("docs/sidecar-example.yaml")).expect("the example");
+    let manifest =
+        manifest.replace(&format!("{IMAGE_REPOSITORY}:latest"), &format!("{IMAGE_REPOSITORY}:{VERSION}"));
     let file = tempfile::Builder::new().suffix(".yaml").tempfile().expect("a temp file");
     std::fs::write(file.path(), manifest).expect("writing the manifest");
     cluster.kubectl(&["apply", "-f", &file.path().display().to_string()]);
@@ -65,8 +75,11 @@ pub async fn example(cluster: &Cluster) {
     let first_file_line = printed.iter().find(|line| line.starts_with("file ")).expect("a file line");
     assert_eq!(*first_file_line, printed_config("global: {}\n"), "the app started with its files in place");
 
-    cluster.put_config_map(NAMESPACE, "prometheus-config", "prometheus.yml", "global: {scrape_interval: 5s}\n").await;
-    wait_printed(cluster, &name, &["reload 1".into(), printed_config("global: {scrape_interval: 5s}\n")]).await;
+    cluster
+        .put_config_map(NAMESPACE, "prometheus-config", "prometheus.yml", "global: {scrape_interval: 5s}\n")
+        .await;
+    wait_printed(cluster, &name, &["reload 1".into(), printed_config("global: {scrape_interval: 5s}\n")])
+        .await;
     put_secret(cluster, "url: b\n").await;
     wait_printed(cluster, &name, &["reload 2".into()]).await;
 
@@ -74,7 +87,15 @@ pub async fn example(cluster: &Cluster) {
     let now = pods.list(&ListParams::default().labels("app=prometheus")).await.expect("listing").items;
     assert_eq!(now.len(), 1);
     assert_eq!(now[0].metadata.uid, uid, "the same pod");
-    assert!(restarts(&now[0]).values().all(|count| *count == 0), "no container restarted: {:?}", restarts(&now[0]));
-    let init = now[0].status.as_ref().and_then(|status| status.init_container_statuses.clone()).unwrap_or_default();
-    assert!(init.iter().all(|container| container.restart_count == 0), "no init container or sidecar restarted");
+    assert!(
+        restarts(&now[0]).values().all(|count| *count == 0),
+        "no container restarted: {:?}",
+        restarts(&now[0])
+    );
+    let init =
+        now[0].status.as_ref().and_then(|status| status.init_container_statuses.clone()).unwrap_or_default();
+    assert!(
+        init.iter().all(|container| container.restart_count == 0),
+        "no init container or sidecar restarted"
+    );
 }

@@ -63,7 +63,11 @@ impl Cluster {
             .args(args)
             .output()
             .unwrap_or_else(|error| panic!("kubectl {args:?}: {error}"));
-        assert!(output.status.success(), "kubectl {args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
+        assert!(
+            output.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
@@ -97,7 +101,8 @@ impl Cluster {
         let list = ListParams::default().labels(selector);
         wait_until(&format!("{count} Ready pods {selector} in {namespace}"), POD_PATIENCE, || async {
             let found = pods.list(&list).await?.items;
-            let live: Vec<Pod> = found.into_iter().filter(|pod| pod.metadata.deletion_timestamp.is_none()).collect();
+            let live: Vec<Pod> =
+                found.into_iter().filter(|pod| pod.metadata.deletion_timestamp.is_none()).collect();
             let ready = live.iter().filter(|pod| is_ready(pod)).count();
             if live.len() == count && ready == count {
                 Ok(live)
@@ -120,7 +125,10 @@ impl Cluster {
             for pod in found {
                 let name = pod.metadata.name.clone().unwrap_or_default();
                 let printed = self.node.container_output(namespace, &name, container);
-                if is_ready(&pod) && pod.metadata.deletion_timestamp.is_none() && printed.iter().any(|l| l == line) {
+                if is_ready(&pod)
+                    && pod.metadata.deletion_timestamp.is_none()
+                    && printed.iter().any(|l| l == line)
+                {
                     return Ok(pod);
                 }
                 seen.push(format!("{name}: {:?}", printed.iter().rev().take(3).collect::<Vec<_>>()));
@@ -148,14 +156,22 @@ impl Cluster {
     /// The Deployment's `metadata.generation`: one more for each write to its spec.
     pub async fn generation(&self, namespace: &str, name: &str) -> i64 {
         let deployments: Api<Deployment> = Api::namespaced(self.client(), namespace);
-        let deployment = deployments.get(name).await.unwrap_or_else(|error| panic!("reading {name}: {error}"));
+        let deployment =
+            deployments.get(name).await.unwrap_or_else(|error| panic!("reading {name}: {error}"));
         deployment.metadata.generation.unwrap_or_default()
     }
 
     /// The Lease's holder (a pod name), if any.
     pub async fn leader(&self, namespace: &str) -> Option<String> {
         let leases: Api<Lease> = Api::namespaced(self.client(), namespace);
-        leases.get_opt(LEASE_NAME).await.ok().flatten()?.spec?.holder_identity.filter(|holder| !holder.is_empty())
+        leases
+            .get_opt(LEASE_NAME)
+            .await
+            .ok()
+            .flatten()?
+            .spec?
+            .holder_identity
+            .filter(|holder| !holder.is_empty())
     }
 
     /// The end of the node's component logs, for a failure message.
@@ -172,8 +188,10 @@ impl Cluster {
 /// Creates namespace `name` unless it exists.
 pub async fn create_namespace(client: &Client, name: &str) {
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let namespace =
-        Namespace { metadata: ObjectMeta { name: Some(name.into()), ..Default::default() }, ..Default::default() };
+    let namespace = Namespace {
+        metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+        ..Default::default()
+    };
     match namespaces.create(&PostParams::default(), &namespace).await {
         Ok(_) => {}
         Err(kube::Error::Api(status)) if status.code == 409 => {}
@@ -199,7 +217,11 @@ fn describe(pods: &[Pod]) -> String {
                 .flatten()
                 .filter_map(|container| {
                     let waiting = container.state.as_ref()?.waiting.as_ref()?;
-                    Some(format!("{} {}", waiting.reason.clone().unwrap_or_default(), waiting.message.clone().unwrap_or_default()))
+                    Some(format!(
+                        "{} {}",
+                        waiting.reason.clone().unwrap_or_default(),
+                        waiting.message.clone().unwrap_or_default()
+                    ))
                 })
                 .collect();
             format!(
@@ -260,9 +282,10 @@ pub async fn apply(client: &Client, namespace: &str, object: &Value) {
     let name = object["metadata"]["name"].as_str().expect("a name");
     let params = PatchParams::apply("in-cluster-test").force();
     let result = match kind {
-        "Deployment" => {
-            Api::<Deployment>::namespaced(client.clone(), namespace).patch(name, &params, &Patch::Apply(object)).await.map(drop)
-        }
+        "Deployment" => Api::<Deployment>::namespaced(client.clone(), namespace)
+            .patch(name, &params, &Patch::Apply(object))
+            .await
+            .map(drop),
         other => panic!("apply: no API for {other}"),
     };
     result.unwrap_or_else(|error| panic!("applying {kind} {namespace}/{name}: {error}"));

@@ -25,12 +25,14 @@ pub fn assert_no_trace(expected: &[(String, String)]) {
 
 /// Runs in a child process: a plane, a node and a running pod, then waits to be killed.
 pub async fn hold_a_node(ready_file: &Path) {
-    let plane = ControlPlane::start(RealNode::plane_options()).await.unwrap_or_else(|error| panic!("{error}"));
+    let plane =
+        ControlPlane::start(RealNode::plane_options()).await.unwrap_or_else(|error| panic!("{error}"));
     let node = RealNode::start(&plane).await.unwrap_or_else(|error| panic!("{error}"));
     let client = plane.client();
     let namespace = "held";
     crate::support::create_namespace(&client, namespace).await;
-    let config_maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = kube::Api::namespaced(client.clone(), namespace);
+    let config_maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client.clone(), namespace);
     let body = json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "held" }, "data": { "greeting": "held" } });
     config_maps
         .patch("held", &kube::api::PatchParams::apply("in-cluster-test"), &kube::api::Patch::Apply(&body))
@@ -40,7 +42,11 @@ pub async fn hold_a_node(ready_file: &Path) {
     let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client, namespace);
     wait_until("the held pod to run", POD_PATIENCE, || async {
         let list = pods.list(&kube::api::ListParams::default()).await?;
-        if list.items.iter().any(crate::support::is_ready) { Ok(()) } else { Err(NotYet::because("not Ready")) }
+        if list.items.iter().any(crate::support::is_ready) {
+            Ok(())
+        } else {
+            Err(NotYet::because("not Ready"))
+        }
     })
     .await
     .unwrap_or_else(|error| panic!("{error}"));
@@ -83,10 +89,16 @@ pub async fn killed_run_is_cleaned(expected: &[(String, String)]) {
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     let left = RealNode::leftovers();
-    assert!(left.directory.is_some() && !left.processes.is_empty() && !left.cgroups.is_empty(), "a killed run leaves a node: {left:?}");
+    assert!(
+        left.directory.is_some() && !left.processes.is_empty() && !left.cgroups.is_empty(),
+        "a killed run leaves a node: {left:?}"
+    );
 
-    let plane = ControlPlane::start(RealNode::plane_options()).await.unwrap_or_else(|error| panic!("{error}"));
-    let node = RealNode::start(&plane).await.unwrap_or_else(|error| panic!("starting a node after a killed one: {error}"));
+    let plane =
+        ControlPlane::start(RealNode::plane_options()).await.unwrap_or_else(|error| panic!("{error}"));
+    let node = RealNode::start(&plane)
+        .await
+        .unwrap_or_else(|error| panic!("starting a node after a killed one: {error}"));
     for pid in &left.processes {
         assert!(!Path::new(&format!("/proc/{pid}")).exists(), "process {pid} of the killed run still runs");
     }

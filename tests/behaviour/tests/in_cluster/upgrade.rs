@@ -11,7 +11,9 @@ use reloader_harness::{NotYet, wait_until};
 use serde_json::json;
 
 use crate::chart::{APPS, RELEASE, RELEASE_NAMESPACE, RELEASE_SELECTOR, wait_for_leader_among};
-use crate::support::{Cluster, IMAGE_REPOSITORY, RELOAD_PATIENCE, VERSION, app_deployment, apply, workspace_root};
+use crate::support::{
+    Cluster, IMAGE_REPOSITORY, RELOAD_PATIENCE, VERSION, app_deployment, apply, workspace_root,
+};
 
 /// The tag the upgrade moves to.
 fn next_tag() -> String {
@@ -32,7 +34,8 @@ fn values(tag: Option<&str>) -> serde_json::Value {
 /// The image of every live pod of the release.
 async fn release_images(cluster: &Cluster) -> Vec<String> {
     let pods: Api<Pod> = Api::namespaced(cluster.client(), RELEASE_NAMESPACE);
-    let list = pods.list(&ListParams::default().labels(RELEASE_SELECTOR)).await.expect("listing the release's pods");
+    let list =
+        pods.list(&ListParams::default().labels(RELEASE_SELECTOR)).await.expect("listing the release's pods");
     list.items
         .into_iter()
         .filter(|pod| pod.metadata.deletion_timestamp.is_none())
@@ -53,7 +56,12 @@ pub async fn helm_upgrade(cluster: &Cluster) {
 
     // A workload nobody changes: the upgrade must not roll it.
     cluster.put_config_map(APPS, "still", "greeting", "unchanged").await;
-    let still = app_deployment("still", &cluster.node.app_image(), "still", json!({ "reloader.stakater.com/auto": "true" }));
+    let still = app_deployment(
+        "still",
+        &cluster.node.app_image(),
+        "still",
+        json!({ "reloader.stakater.com/auto": "true" }),
+    );
     apply(&cluster.client(), APPS, &still).await;
     cluster.pod_printing(APPS, "app=still", "app", "env GREETING=unchanged").await;
     let still_generation = cluster.generation(APPS, "still").await;
@@ -67,7 +75,11 @@ pub async fn helm_upgrade(cluster: &Cluster) {
         let expected = before + changes;
         wait_until(&format!("change {changes} written during the upgrade"), RELOAD_PATIENCE, || async {
             let generation = cluster.generation(APPS, "web").await;
-            if generation >= expected { Ok(()) } else { Err(NotYet::because(format!("generation {generation}"))) }
+            if generation >= expected {
+                Ok(())
+            } else {
+                Err(NotYet::because(format!("generation {generation}")))
+            }
         })
         .await
         .unwrap_or_else(|error| panic!("{error}\n{}", cluster.node_log_tail()));
@@ -87,7 +99,11 @@ pub async fn helm_upgrade(cluster: &Cluster) {
     assert_ne!(new_leader, old_leader);
 
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(cluster.generation(APPS, "web").await, before + changes, "{changes} changes, each written once");
+    assert_eq!(
+        cluster.generation(APPS, "web").await,
+        before + changes,
+        "{changes} changes, each written once"
+    );
     assert_eq!(cluster.generation(APPS, "still").await, still_generation, "the upgrade rolled no workload");
     cluster.pod_printing(APPS, "app=web", "app", &format!("env GREETING=upgrade-{changes}")).await;
 }

@@ -16,7 +16,10 @@ const MARKER: &str = "STAKATER_GREETING_CONFIGMAP";
 
 fn has_marker(deployment: &Deployment) -> bool {
     deployment.spec.as_ref().and_then(|spec| spec.template.spec.as_ref()).is_some_and(|pod| {
-        pod.containers.iter().flat_map(|container| container.env.iter().flatten()).any(|env| env.name == MARKER)
+        pod.containers
+            .iter()
+            .flat_map(|container| container.env.iter().flatten())
+            .any(|env| env.name == MARKER)
     })
 }
 
@@ -60,14 +63,24 @@ pub async fn through_its_service(cluster: &Cluster) {
 
     let pods: Api<Pod> = Api::namespaced(cluster.client(), APPS);
     let uids = |list: Vec<Pod>| list.into_iter().filter_map(|pod| pod.metadata.uid).collect::<Vec<_>>();
-    let pods_before = uids(pods.list(&ListParams::default().labels("app=web")).await.expect("listing pods").items);
+    let pods_before =
+        uids(pods.list(&ListParams::default().labels("app=web")).await.expect("listing pods").items);
     let current = deployments.get("web").await.expect("reading web");
     let generation = current.metadata.generation;
-    let replaced = deployments.replace("web", &PostParams::default(), &as_declared(current)).await.expect("re-applying web");
+    let template = serde_json::to_value(&current.spec.as_ref().expect("a spec").template).expect("json");
+    let replaced = deployments
+        .replace("web", &PostParams::default(), &as_declared(current))
+        .await
+        .expect("re-applying web");
     assert!(has_marker(&replaced), "the webhook kept {MARKER} on the re-apply");
-    assert_eq!(replaced.metadata.generation, generation, "the re-apply changed nothing in the spec");
+    let after = serde_json::to_value(&replaced.spec.as_ref().expect("a spec").template).expect("json");
+    assert_eq!(
+        replaced.metadata.generation, generation,
+        "the re-apply changed nothing in the spec:\n{template:#}\n{after:#}"
+    );
 
     tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-    let pods_after = uids(pods.list(&ListParams::default().labels("app=web")).await.expect("listing pods").items);
+    let pods_after =
+        uids(pods.list(&ListParams::default().labels("app=web")).await.expect("listing pods").items);
     assert_eq!(pods_after, pods_before, "no pod of web was replaced");
 }

@@ -240,13 +240,11 @@ mod tests {
     #[test]
     fn every_path_lives_below_the_node_directory() {
         let layout = NodeLayout::new(Path::new("/n"));
-        let containerd = containerd_toml(&layout, &settings(), Path::new("/usr/sbin/runc"), Path::new("/cni"));
+        let containerd =
+            containerd_toml(&layout, &settings(), Path::new("/usr/sbin/runc"), Path::new("/cni"));
         for line in containerd.lines().filter(|line| line.contains("= \"/")) {
             let value = line.split('"').nth(1).unwrap();
-            assert!(
-                value.starts_with("/n/") || value == "/usr/sbin/runc" || value == "/cni",
-                "{line}"
-            );
+            assert!(value.starts_with("/n/") || value == "/usr/sbin/runc" || value == "/cni", "{line}");
         }
         assert!(containerd.contains("sandbox = \"example/pause:1\""));
         let kubelet = kubelet_yaml(&layout, &settings());

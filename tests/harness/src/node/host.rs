@@ -83,7 +83,11 @@ pub fn kernel_settings() -> Vec<(String, String)> {
 
 /// The cgroups named `name` that exist, in every hierarchy.
 pub fn cgroups_named(name: &str) -> Vec<PathBuf> {
-    hierarchies().into_iter().map(|hierarchy| hierarchy.join(name.trim_start_matches('/'))).filter(|path| path.exists()).collect()
+    hierarchies()
+        .into_iter()
+        .map(|hierarchy| hierarchy.join(name.trim_start_matches('/')))
+        .filter(|path| path.exists())
+        .collect()
 }
 
 /// The processes whose command line names `marker`, other than ours.
@@ -232,7 +236,11 @@ fn collect_dirs(dir: &Path, into: &mut Vec<PathBuf>) {
 }
 
 fn read_pids(procs: &Path) -> Vec<i32> {
-    fs::read_to_string(procs).unwrap_or_default().lines().filter_map(|line| line.trim().parse().ok()).collect()
+    fs::read_to_string(procs)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.trim().parse().ok())
+        .collect()
 }
 
 fn kill_all(pids: &[i32]) {

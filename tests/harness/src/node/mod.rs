@@ -160,9 +160,12 @@ impl RealNode {
         let cache = cache_dir();
         std::fs::create_dir_all(&cache).map_err(io_error(format!("creating {}", cache.display())))?;
         let lock_path = cache.join("node.lock");
-        let lock = tokio::task::spawn_blocking(move || host::HostLock::acquire(&lock_path))
-            .await
-            .map_err(|error| PlaneError::Command { command: "waiting for the node lock".into(), detail: error.to_string() })??;
+        let lock = tokio::task::spawn_blocking(move || host::HostLock::acquire(&lock_path)).await.map_err(
+            |error| PlaneError::Command {
+                command: "waiting for the node lock".into(),
+                detail: error.to_string(),
+            },
+        )??;
 
         let layout = NodeLayout::new(&cache.join("node"));
         let settings = NodeSettings {
@@ -240,7 +243,9 @@ impl RealNode {
         let output = self.ctr(&["images", "import", &archive.display().to_string()])?;
         let imported = output
             .lines()
-            .filter_map(|line| line.split_whitespace().find(|word| word.contains(':') && !word.starts_with("sha256")))
+            .filter_map(|line| {
+                line.split_whitespace().find(|word| word.contains(':') && !word.starts_with("sha256"))
+            })
             .map(str::to_owned)
             .next();
         if let Some(source) = imported {
@@ -347,7 +352,10 @@ impl RealNode {
             self.layout.containerd_config(),
             config::containerd_toml(&self.layout, &self.settings, Path::new(RUNC), Path::new(CNI_BIN)),
         )?;
-        write(self.layout.cni_config_dir().join("10-reloader.conflist"), config::cni_conflist(&self.layout, &self.settings))?;
+        write(
+            self.layout.cni_config_dir().join("10-reloader.conflist"),
+            config::cni_conflist(&self.layout, &self.settings),
+        )?;
         write(self.layout.kubelet_config(), config::kubelet_yaml(&self.layout, &self.settings))?;
         // Pods resolve no names; their resolver points at their own loopback.
         write(self.layout.resolv_conf(), "nameserver 127.0.0.1\n".into())
@@ -359,8 +367,14 @@ impl RealNode {
         let path = PathBuf::from(format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", dir.display()));
         let args = vec![format!("--config={}", self.layout.containerd_config().display())];
         let log = self.layout.log("containerd");
-        self.containerd =
-            Some(start_in(Some(&self.network), "containerd", &dir.join("containerd"), &args, &[("PATH", &path)], &log)?);
+        self.containerd = Some(start_in(
+            Some(&self.network),
+            "containerd",
+            &dir.join("containerd"),
+            &args,
+            &[("PATH", &path)],
+            &log,
+        )?);
         wait_until("containerd to answer", CONTAINERD_READY_TIMEOUT, || {
             let answer = self.ctr(&["version"]);
             async move { answer.map(drop).map_err(|error| NotYet::because(error.to_string())) }
@@ -375,8 +389,14 @@ impl RealNode {
         args.push(format!("--kubeconfig={}", plane.kubeconfig_path().display()));
         let log = self.layout.log("kubelet");
         let path = PathBuf::from("/usr/sbin:/usr/bin:/sbin:/bin");
-        self.kubelet =
-            Some(start_in(Some(&self.network), "kubelet", &self.binaries.kubelet, &args, &[("PATH", &path)], &log)?);
+        self.kubelet = Some(start_in(
+            Some(&self.network),
+            "kubelet",
+            &self.binaries.kubelet,
+            &args,
+            &[("PATH", &path)],
+            &log,
+        )?);
         Ok(())
     }
 
@@ -431,7 +451,8 @@ impl RealNode {
     }
 
     fn stop(&mut self) -> Result<(), PlaneError> {
-        let companions = std::mem::take(self.companions.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        let companions =
+            std::mem::take(self.companions.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner()));
         for mut process in companions {
             process.kill();
         }

@@ -5,8 +5,8 @@ mod etcd;
 mod running;
 mod startup;
 
-use std::path::{Path, PathBuf};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -51,7 +51,13 @@ pub struct PlaneOptions {
 
 impl Default for PlaneOptions {
     fn default() -> Self {
-        Self { dir: None, controllers: true, fake_nodes: 3, apiserver_args: Vec::new(), isolated_network: false }
+        Self {
+            dir: None,
+            controllers: true,
+            fake_nodes: 3,
+            apiserver_args: Vec::new(),
+            isolated_network: false,
+        }
     }
 }
 
@@ -120,11 +126,13 @@ impl ControlPlane {
         lock(&processes).etcd = Some(etcd);
         wait_for_etcd(&layout, &processes).await?;
 
-        let apiserver = start_apiserver_process(&binaries, &layout, &credentials, &options, network.as_deref())?;
+        let apiserver =
+            start_apiserver_process(&binaries, &layout, &credentials, &options, network.as_deref())?;
         lock(&processes).apiserver = Some(apiserver);
         let admin = write_admin_kubeconfig(&layout, &credentials, &processes).await?;
 
-        let plane = Self { layout, binaries, credentials, options, admin, processes, network, _temp_dir: None };
+        let plane =
+            Self { layout, binaries, credentials, options, admin, processes, network, _temp_dir: None };
         plane.wait_for_apiserver().await?;
         if plane.options.controllers {
             plane.start_controllers().await?;
