@@ -383,7 +383,8 @@ fn copy_env_markers(
         }
         let Some(old_container) = old_containers.get(usize::from(marker.container)) else { continue };
         let Some(target) = new_containers.iter().position(|c| c.name == old_container.name) else { continue };
-        let place = old_container.env.iter().flatten().position(|e| e.name == *marker.name).unwrap_or(usize::MAX);
+        let place =
+            old_container.env.iter().flatten().position(|e| e.name == *marker.name).unwrap_or(usize::MAX);
         added.entry(target).or_default().push((place, json!({"name": marker.name, "value": marker.value})));
     }
     for (container, mut entries) in added {
