@@ -55,6 +55,14 @@ pub async fn hold_a_node(ready_file: &Path) {
     drop(node);
 }
 
+/// Whether `pid` runs: a killed process may stay a zombie until its new parent reaps it.
+fn alive(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The state follows the command name, which is in parentheses and may hold spaces.
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+    matches!(state, Some(state) if state != "Z" && state != "X")
+}
+
 fn spawn_holder(ready_file: &Path) -> Child {
     Command::new(std::env::current_exe().expect("this test binary"))
         .args(["--exact", HOLDER_TEST, "--ignored", "--nocapture"])
@@ -100,7 +108,7 @@ pub async fn killed_run_is_cleaned(expected: &[(String, String)]) {
         .await
         .unwrap_or_else(|error| panic!("starting a node after a killed one: {error}"));
     for pid in &left.processes {
-        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "process {pid} of the killed run still runs");
+        assert!(!alive(*pid), "process {pid} of the killed run still runs");
     }
     drop(node);
     drop(plane);
