@@ -7,7 +7,7 @@ use kube::api::{Api, DeleteParams};
 use reloader_harness::{NotYet, wait_until};
 use serde_json::json;
 
-use crate::support::{Cluster, RELOAD_PATIENCE, app_deployment, apply, is_ready};
+use crate::support::{Cluster, RELOAD_PATIENCE, is_ready};
 
 pub const RELEASE: &str = "reloader";
 pub const RELEASE_NAMESPACE: &str = "reloader";
@@ -29,18 +29,10 @@ pub async fn default_install(cluster: &Cluster) {
     let pods = cluster.ready_pods(RELEASE_NAMESPACE, RELEASE_SELECTOR, 1).await;
     assert_runs_locked_down(cluster, &pods[0]);
 
-    cluster.put_config_map(APPS, "greeting", "greeting", "hello").await;
-    let web = app_deployment(
-        "web",
-        &cluster.node.app_image(),
-        "greeting",
-        json!({ "reloader.stakater.com/auto": "true" }),
-    );
-    apply(&cluster.client(), APPS, &web).await;
-    cluster.pod_printing(APPS, "app=web", "app", "env GREETING=hello").await;
+    cluster.run_app(APPS, "web", "hello").await;
     let before = cluster.generation(APPS, "web").await;
 
-    cluster.put_config_map(APPS, "greeting", "greeting", "bonjour").await;
+    cluster.put_config_map(APPS, "web", "greeting", "bonjour").await;
     cluster.pod_printing(APPS, "app=web", "app", "env GREETING=bonjour").await;
     tokio::time::sleep(SETTLE).await;
     assert_eq!(cluster.generation(APPS, "web").await, before + 1, "one change, one write");
@@ -84,22 +76,12 @@ pub async fn high_availability(cluster: &Cluster) {
     const KILL_AFTER: i64 = 3;
     let pods_api: Api<Pod> = Api::namespaced(cluster.client(), RELEASE_NAMESPACE);
     for change in 1..=CHANGES {
-        cluster.put_config_map(APPS, "greeting", "greeting", &format!("v{change}")).await;
+        cluster.put_config_map(APPS, "web", "greeting", &format!("v{change}")).await;
         if change == KILL_AFTER {
             // Right after a change: the leader may or may not have written it when it goes.
             pods_api.delete(&leader, &DeleteParams::default()).await.expect("deleting the leader");
         }
-        let expected = before + change;
-        wait_until(&format!("change {change} written"), RELOAD_PATIENCE, || async {
-            let generation = cluster.generation(APPS, "web").await;
-            if generation >= expected {
-                Ok(())
-            } else {
-                Err(NotYet::because(format!("generation {generation}")))
-            }
-        })
-        .await
-        .unwrap_or_else(|error| panic!("{error}"));
+        cluster.wait_for_generation(APPS, "web", before + change).await;
     }
     tokio::time::sleep(SETTLE).await;
     assert_eq!(cluster.generation(APPS, "web").await, before + CHANGES, "each change written exactly once");
@@ -138,7 +120,7 @@ pub async fn plain_manifests(cluster: &Cluster) {
     assert!(pods.iter().all(is_ready));
 
     let before = cluster.generation(APPS, "web").await;
-    cluster.put_config_map(APPS, "greeting", "greeting", "from-kustomize").await;
+    cluster.put_config_map(APPS, "web", "greeting", "from-kustomize").await;
     cluster.pod_printing(APPS, "app=web", "app", "env GREETING=from-kustomize").await;
     tokio::time::sleep(SETTLE).await;
     assert_eq!(cluster.generation(APPS, "web").await, before + 1, "one change, one write");

@@ -161,6 +161,31 @@ impl Cluster {
         deployment.metadata.generation.unwrap_or_default()
     }
 
+    /// Waits until Deployment `namespace/name`'s generation reaches `at_least` (a write landed).
+    pub async fn wait_for_generation(&self, namespace: &str, name: &str, at_least: i64) {
+        wait_until(&format!("{name} written (generation {at_least})"), RELOAD_PATIENCE, || async {
+            let generation = self.generation(namespace, name).await;
+            if generation >= at_least {
+                Ok(())
+            } else {
+                Err(NotYet::because(format!("generation {generation}")))
+            }
+        })
+        .await
+        .unwrap_or_else(|error| panic!("{error}\n{}", self.node_log_tail()));
+    }
+
+    /// Runs the test app as Deployment `namespace/name` (annotated `auto`), printing `greeting`
+    /// from a ConfigMap of the same name, and waits until a pod printed it.
+    pub async fn run_app(&self, namespace: &str, name: &str, greeting: &str) {
+        self.put_config_map(namespace, name, "greeting", greeting).await;
+        let annotations = json!({ "reloader.stakater.com/auto": "true" });
+        apply(&self.client(), namespace, &app_deployment(name, &self.node.app_image(), name, annotations))
+            .await;
+        self.pod_printing(namespace, &format!("app={name}"), "app", &format!("env GREETING={greeting}"))
+            .await;
+    }
+
     /// The Lease's holder (a pod name), if any.
     pub async fn leader(&self, namespace: &str) -> Option<String> {
         let leases: Api<Lease> = Api::namespaced(self.client(), namespace);

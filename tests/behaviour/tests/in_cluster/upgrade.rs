@@ -7,13 +7,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
-use reloader_harness::{NotYet, wait_until};
 use serde_json::json;
 
 use crate::chart::{APPS, RELEASE, RELEASE_NAMESPACE, RELEASE_SELECTOR, wait_for_leader_among};
-use crate::support::{
-    Cluster, IMAGE_REPOSITORY, RELOAD_PATIENCE, VERSION, app_deployment, apply, workspace_root,
-};
+use crate::support::{Cluster, IMAGE_REPOSITORY, VERSION, workspace_root};
 
 /// The tag the upgrade moves to.
 fn next_tag() -> String {
@@ -55,15 +52,7 @@ pub async fn helm_upgrade(cluster: &Cluster) {
     let old_leader = wait_for_leader_among(cluster, &old_names).await;
 
     // A workload nobody changes: the upgrade must not roll it.
-    cluster.put_config_map(APPS, "still", "greeting", "unchanged").await;
-    let still = app_deployment(
-        "still",
-        &cluster.node.app_image(),
-        "still",
-        json!({ "reloader.stakater.com/auto": "true" }),
-    );
-    apply(&cluster.client(), APPS, &still).await;
-    cluster.pod_printing(APPS, "app=still", "app", "env GREETING=unchanged").await;
+    cluster.run_app(APPS, "still", "unchanged").await;
     let still_generation = cluster.generation(APPS, "still").await;
 
     let before = cluster.generation(APPS, "web").await;
@@ -71,18 +60,8 @@ pub async fn helm_upgrade(cluster: &Cluster) {
     let mut changes = 0;
     let upgraded = loop {
         changes += 1;
-        cluster.put_config_map(APPS, "greeting", "greeting", &format!("upgrade-{changes}")).await;
-        let expected = before + changes;
-        wait_until(&format!("change {changes} written during the upgrade"), RELOAD_PATIENCE, || async {
-            let generation = cluster.generation(APPS, "web").await;
-            if generation >= expected {
-                Ok(())
-            } else {
-                Err(NotYet::because(format!("generation {generation}")))
-            }
-        })
-        .await
-        .unwrap_or_else(|error| panic!("{error}\n{}", cluster.node_log_tail()));
+        cluster.put_config_map(APPS, "web", "greeting", &format!("upgrade-{changes}")).await;
+        cluster.wait_for_generation(APPS, "web", before + changes).await;
         let images = release_images(cluster).await;
         let done = images.len() == 2 && images.iter().all(|image| *image == next);
         if done && changes >= 3 {

@@ -11,8 +11,8 @@ use serde_json::json;
 use crate::chart::{APPS, RELEASE, RELEASE_NAMESPACE, RELEASE_SELECTOR};
 use crate::support::{Cluster, RELOAD_PATIENCE};
 
-/// The env var the env-vars strategy adds for ConfigMap `greeting` (Stakater's name).
-const MARKER: &str = "STAKATER_GREETING_CONFIGMAP";
+/// The env var the env-vars strategy adds for ConfigMap `web` (Stakater's name).
+const MARKER: &str = "STAKATER_WEB_CONFIGMAP";
 
 fn has_marker(deployment: &Deployment) -> bool {
     deployment.spec.as_ref().and_then(|spec| spec.template.spec.as_ref()).is_some_and(|pod| {
