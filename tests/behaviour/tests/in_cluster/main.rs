@@ -17,6 +17,7 @@
 
 mod argo;
 mod chart;
+mod restamp;
 mod sidecar;
 mod support;
 mod trace;

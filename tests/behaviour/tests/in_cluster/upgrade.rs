@@ -1,15 +1,21 @@
-//! H56: `helm upgrade` of an HA install to another image while ConfigMap changes are made: each
+//! H56: `helm upgrade` of an HA install to another build while ConfigMap changes are made: each
 //! change is written once (none lost to the hand-over, none repeated by the new leader's catch-up),
 //! a workload whose objects did not change is not rolled by the new replicas' start, and the
 //! Lease passes to a new pod.
+//!
+//! The other build is the image `hack/image` made with its binary's commit stamp replaced (the
+//! `RELOADER_GIT_COMMIT` the release build embeds, which `reloader --version` and the
+//! `reloader-meta-info` ConfigMap report) and packed again under another tag: a second release
+//! build would cost the test command minutes for the same difference.
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ListParams};
 use serde_json::json;
 
 use crate::chart::{APPS, RELEASE, RELEASE_NAMESPACE, RELEASE_SELECTOR, wait_for_leader_among};
+use crate::restamp;
 use crate::support::{Cluster, IMAGE_REPOSITORY, VERSION, workspace_root};
 
 /// The tag the upgrade moves to.
@@ -40,16 +46,28 @@ async fn release_images(cluster: &Cluster) -> Vec<String> {
         .collect()
 }
 
+/// The commit stamp `reloader-meta-info` reports, once a replica has published it.
+async fn published_commit(cluster: &Cluster) -> Option<String> {
+    let config_maps: Api<ConfigMap> = Api::namespaced(cluster.client(), RELEASE_NAMESPACE);
+    let meta = config_maps.get_opt("reloader-meta-info").await.ok().flatten()?;
+    let build: serde_json::Value = serde_json::from_str(meta.data?.get("buildInfo")?).ok()?;
+    build["commitHash"].as_str().map(str::to_owned)
+}
+
 pub async fn helm_upgrade(cluster: &Cluster) {
     let archive = workspace_root().join(format!("target/image/reloader-{VERSION}.oci.tar"));
+    let work = tempfile::tempdir().expect("a temp dir");
+    let next_archive = work.path().join("next.oci.tar");
+    let (old_commit, new_commit) = restamp::restamp(&archive, &next_archive, IMAGE_REPOSITORY, &next_tag());
+    cluster.node.import_image(&next_archive, &[]).unwrap_or_else(|error| panic!("{error}"));
     let next = format!("{IMAGE_REPOSITORY}:{}", next_tag());
-    cluster.node.import_image(&archive, &[&next]).unwrap_or_else(|error| panic!("{error}"));
 
     cluster.helm_install(RELEASE, RELEASE_NAMESPACE, &values(None));
     cluster.rolled_out(RELEASE_NAMESPACE, RELEASE_SELECTOR).await;
     let pods = cluster.ready_pods(RELEASE_NAMESPACE, RELEASE_SELECTOR, 2).await;
     let old_names: Vec<String> = pods.iter().filter_map(|pod| pod.metadata.name.clone()).collect();
     let old_leader = wait_for_leader_among(cluster, &old_names).await;
+    assert_eq!(published_commit(cluster).await.as_deref(), Some(old_commit.as_str()), "the first build runs");
 
     // A workload nobody changes: the upgrade must not roll it.
     cluster.run_app(APPS, "still", "unchanged").await;
@@ -76,6 +94,7 @@ pub async fn helm_upgrade(cluster: &Cluster) {
     let new_names: Vec<String> = new_pods.iter().filter_map(|pod| pod.metadata.name.clone()).collect();
     let new_leader = wait_for_leader_among(cluster, &new_names).await;
     assert_ne!(new_leader, old_leader);
+    assert_eq!(published_commit(cluster).await.as_deref(), Some(new_commit.as_str()), "the other build runs");
 
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(
