@@ -34,9 +34,6 @@ impl NodeLayout {
     pub fn kubelet_config(&self) -> PathBuf {
         self.dir.join("kubelet.yaml")
     }
-    pub fn kubelet_kubeconfig(&self) -> PathBuf {
-        self.dir.join("kubelet.kubeconfig")
-    }
     pub fn kubelet_root(&self) -> PathBuf {
         self.dir.join("kubelet")
     }
@@ -190,11 +187,12 @@ syncFrequency: 10s
     )
 }
 
-/// The kubelet's flags.
-pub fn kubelet_args(layout: &NodeLayout, settings: &NodeSettings) -> Vec<String> {
+/// The kubelet's flags; `kubeconfig` is the plane's admin kubeconfig (127.0.0.1:<port> is the API
+/// server inside the plane's namespace too).
+pub fn kubelet_args(layout: &NodeLayout, settings: &NodeSettings, kubeconfig: &Path) -> Vec<String> {
     vec![
         format!("--config={}", layout.kubelet_config().display()),
-        format!("--kubeconfig={}", layout.kubelet_kubeconfig().display()),
+        format!("--kubeconfig={}", kubeconfig.display()),
         format!("--root-dir={}", layout.kubelet_root().display()),
         format!("--cert-dir={}", layout.kubelet_root().join("pki").display()),
         format!("--hostname-override={}", settings.name),

@@ -383,10 +383,7 @@ impl RealNode {
     }
 
     fn start_kubelet(&mut self, plane: &ControlPlane) -> Result<(), PlaneError> {
-        let mut args = config::kubelet_args(&self.layout, &self.settings);
-        // The plane's admin kubeconfig: 127.0.0.1:<port> is the API server inside the namespace too.
-        args.retain(|arg| !arg.starts_with("--kubeconfig="));
-        args.push(format!("--kubeconfig={}", plane.kubeconfig_path().display()));
+        let args = config::kubelet_args(&self.layout, &self.settings, plane.kubeconfig_path());
         let log = self.layout.log("kubelet");
         let path = PathBuf::from("/usr/sbin:/usr/bin:/sbin:/bin");
         self.kubelet = Some(start_in(
