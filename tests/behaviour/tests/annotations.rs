@@ -1,4 +1,4 @@
-//! docs/behaviour.md §A (annotations and references), lines 1-19, on the real control plane with the
+//! docs/behaviour.md §A (annotations and references, A1–A19), on the real control plane with the
 //! real reloader binary: one table of cases, each created as every rolling kind (Deployment,
 //! DaemonSet, StatefulSet, Argo Rollout, DeploymentConfig), run once per strategy. Case ids
 //! start with the scenario number.

@@ -1,10 +1,11 @@
-//! The container image built by `hack/image` (issue 14 point 3), proven rather than assumed: the
-//! archive is unpacked as a runtime would, its config is checked (numeric non-root user,
-//! entrypoint is the binary, no shell anywhere in the rootfs, the binary asks for no dynamic
-//! loader), and the binary is run FROM THE UNPACKED ROOTFS, chrooted in a user namespace as the
-//! image's user, against the local control plane, where it performs a reload. The kubeconfig
-//! names the API server `kubernetes` (a name its certificate holds), resolved from the rootfs's
-//! `/etc/hosts` (which kubelet mounts in a pod), so name resolution inside the image is exercised.
+//! The container image built by `hack/image` (README.md, "Install in a cluster"), proven rather
+//! than assumed: the archive is unpacked as a runtime would, its config is checked (numeric
+//! non-root user, entrypoint is the binary, no shell anywhere in the rootfs, the binary asks for
+//! no dynamic loader), and the binary is run FROM THE UNPACKED ROOTFS, chrooted in a user
+//! namespace as the image's user, against the local control plane, where it performs a reload.
+//! The kubeconfig names the API server `kubernetes` (a name its certificate holds), resolved from
+//! the rootfs's `/etc/hosts` (which kubelet mounts in a pod), so name resolution inside the image
+//! is exercised.
 //!
 //! `hack/test` runs `hack/image` first. Under `CI=true` a missing archive or a missing `unshare`
 //! fails the test; elsewhere it is skipped with a message.

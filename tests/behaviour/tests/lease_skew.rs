@@ -138,7 +138,7 @@ async fn reloaded_events(client: &Client, namespace: &str, name: &str) -> i32 {
     events.iter().filter(|e| e.reason.as_deref() == Some("Reloaded")).map(event_occurrences).sum()
 }
 
-/// Issue 15, point 1: three replicas whose wall clocks are right, 30 s ahead and 30 s behind.
+/// docs/behaviour.md F45b: three replicas whose wall clocks are right, 30 s ahead and 30 s behind.
 /// With expiry judged from the holder's renewTime, the one ahead would take a Lease the leader
 /// still renews, and a leader behind would look expired to everyone at once. Judged by each
 /// replica's own monotonic clock from when it saw the record change, there is never a second
@@ -245,7 +245,7 @@ async fn replicas_with_skewed_clocks_never_lead_together_and_fail_over_in_time()
     );
 }
 
-/// Issue 15, point 2: the leader's API traffic goes through a proxy that then hangs every
+/// docs/behaviour.md F45c: the leader's API traffic goes through a proxy that then hangs every
 /// connection (a partition: nothing refused, nothing answered) for longer than the lease. The
 /// leader stops writing at its renew deadline, before its Lease can expire for the standby; the
 /// standby takes over and applies the change made during the cut exactly once. When the cut heals,

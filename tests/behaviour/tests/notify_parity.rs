@@ -1,5 +1,5 @@
-//! Issue 13, points 2 and 11: Events and alerts exactly as Stakater Reloader v1.4.21 records and
-//! sends them (docs/compatibility.md §9, §10), against the real binary.
+//! docs/behaviour.md B27 and E39: Events and alerts exactly as Stakater Reloader v1.4.21 records
+//! and sends them (docs/compatibility.md §9, §10), against the real binary.
 //!
 //! Events are core/v1 Events on the workload: `kubectl describe` lists them with the field
 //! selector it builds from the object (name, namespace, kind and uid), and event exporters see

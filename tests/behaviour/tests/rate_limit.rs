@@ -1,5 +1,5 @@
 //! `--max-writes-per-second` keeps a fan-out polite, and its effect shows in
-//! `reloader_write_rate_limit_wait_seconds` (issue 8, item 3). Every write still lands.
+//! `reloader_write_rate_limit_wait_seconds` (docs/beyond-stakater.md §4). Every write still lands.
 
 use std::time::{Duration, Instant};
 

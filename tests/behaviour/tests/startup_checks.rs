@@ -1,6 +1,6 @@
 //! Start-up refuses a workload kind that was switched on explicitly but is not served, with one
-//! clear error, instead of retrying 404s forever and never becoming ready (issue 4, item 6). A
-//! kind that is only detected and not served starts without a warning.
+//! clear error, instead of retrying 404s forever and never becoming ready (docs/compatibility.md
+//! §7). A kind that is only detected and not served starts without a warning.
 
 use std::time::Duration;
 

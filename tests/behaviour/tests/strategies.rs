@@ -1,4 +1,4 @@
-//! docs/behaviour.md §B (strategies and events), lines 20-27, on the real control plane with the real
+//! docs/behaviour.md §B (strategies and events, B20–B27), on the real control plane with the real
 //! reloader binary, for every rolling kind (Deployment, DaemonSet, StatefulSet, Argo Rollout,
 //! DeploymentConfig) under both strategies. Test names start with the scenario number.
 

@@ -1,10 +1,10 @@
 //! The Helm chart's RBAC, proven on the real API server (RBAC authorization on) with the real
-//! binary (`target/debug/reloader`; build it first with `cargo build -p reloader-cli`), issue 6
-//! item 3 and docs/behaviour.md F49.
+//! binary (`target/debug/reloader`; build it first with `cargo build -p reloader-cli`):
+//! docs/behaviour.md F49, and docs/compatibility.md §13 (Helm chart values and RBAC).
 //!
-//! For each values set of the issue: `helm lint` passes, the API server accepts every rendered
-//! object (server-side dry run, strict field validation), and the binary, started with exactly
-//! the args and environment of the rendered Deployment and authenticated as the chart's
+//! For each values set (one per chart mode): `helm lint` passes, the API server accepts every
+//! rendered object (server-side dry run, strict field validation), and the binary, started with
+//! exactly the args and environment of the rendered Deployment and authenticated as the chart's
 //! ServiceAccount with a TokenRequest token, becomes ready, reloads what it should see, leaves
 //! alone what it should not, and never logs `forbidden`.
 //!
@@ -61,7 +61,7 @@ async fn isolate(scope: Scope) -> Isolation {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The values sets of issue 6 item 3.
+// The values sets, one per chart mode (docs/behaviour.md F49).
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_values() {

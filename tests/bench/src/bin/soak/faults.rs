@@ -1,5 +1,6 @@
 //! The faults the soak injects, and the trace each must leave where an operator would look
-//! (issue 15, point 8): the log lines and metrics of the replicas, checked until a deadline.
+//! (docs/soak.md, "What it does"): the log lines and metrics of the replicas, checked until a
+//! deadline.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
