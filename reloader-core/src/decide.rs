@@ -31,7 +31,7 @@ pub struct DecideOptions {
 
 /// Why a workload reloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Rule {
+pub enum Rule {
     /// An entry of the explicit list matched the name.
     Explicit,
     /// `search: "true"` on the workload and `match: "true"` on the resource.
@@ -45,7 +45,8 @@ pub(crate) enum Rule {
 }
 
 impl Rule {
-    pub(crate) fn as_str(self) -> &'static str {
+    /// The `reloader.decision.rule` value on a decision's trace span.
+    pub fn as_str(self) -> &'static str {
         match self {
             Rule::Explicit => "explicit",
             Rule::SearchMatch => "search_match",
@@ -174,7 +175,14 @@ pub(crate) fn plan(
     event: ResourceEventKind,
     opts: &DecideOptions,
 ) -> Result<MarkerChange, SkipReason> {
-    plan_update(workload, resource, None, event, opts, ViewMarkers::Settled)
+    plan_update(workload, resource, None, event, opts, ViewMarkers::Settled).map(|planned| planned.change)
+}
+
+/// A planned reload of one workload: the marker change and the rule that selected the workload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedChange {
+    pub change: MarkerChange,
+    pub rule: Rule,
 }
 
 /// `plan`, knowing the per-key digests the resource had before this update: a key filter whose
@@ -187,9 +195,9 @@ pub(crate) fn plan_update(
     event: ResourceEventKind,
     opts: &DecideOptions,
     markers: ViewMarkers,
-) -> Result<MarkerChange, SkipReason> {
-    let container = match decide(workload, resource, opts) {
-        Decision::Reload { container, .. } => container,
+) -> Result<PlannedChange, SkipReason> {
+    let (rule, container) = match decide(workload, resource, opts) {
+        Decision::Reload { rule, container } => (rule, container),
         Decision::Skip(reason) => return Err(reason),
     };
     let key = &resource.key;
@@ -208,7 +216,8 @@ pub(crate) fn plan_update(
     if markers == ViewMarkers::Settled && workload.markers.records(&resource.key, &action, opts.strategy) {
         return Err(SkipReason::AlreadyCurrent);
     }
-    Ok(MarkerChange { resource: resource.key.clone(), action, strategy: opts.strategy, container })
+    let change = MarkerChange { resource: resource.key.clone(), action, strategy: opts.strategy, container };
+    Ok(PlannedChange { change, rule })
 }
 
 /// The marker action an event calls for (docs/compatibility.md §6): record the new hash; on delete, remove

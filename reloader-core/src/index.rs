@@ -29,6 +29,7 @@ use crate::decide::{
     DecideOptions, Decision, ExplicitEntry, ResourceEventKind, SkipReason, ViewMarkers, decide,
     explicit_entries, plan, plan_update,
 };
+use crate::event_plan::EventPlan;
 use crate::hash::DELETE_MARKER_HASH;
 use crate::keys::{KeyDigests, marker_hash};
 use crate::markers::MarkerChange;
@@ -216,14 +217,9 @@ impl Index {
         self.workloads.slots.iter().flatten()
     }
 
-    /// The workloads of `namespace`, in no particular order: a resource event looks at its own
-    /// namespace without scanning every workload.
-    pub fn workloads_in(&self, namespace: &str) -> impl Iterator<Item = &WorkloadView> {
-        self.workloads.in_namespace(namespace).filter_map(|id| self.workloads.get(id))
-    }
-
     /// Every workload that might reload for the resource `key`, ordered by workload key.
     /// `decide` has the last word; nothing outside the lookups is scanned.
+    #[cfg(test)]
     pub(crate) fn candidates(&self, key: &ResourceKey) -> Vec<&WorkloadView> {
         let mut views: Vec<&WorkloadView> =
             self.lookup.candidate_ids(key).into_iter().filter_map(|id| self.workloads.get(id)).collect();
@@ -231,64 +227,51 @@ impl Index {
         views
     }
 
-    /// `plan` for every candidate of `resource`, in candidate order, leaving out the workloads
-    /// created after the change: `resource.version` is the version of the change being planned,
-    /// compared with the creation version of the workloads seen through their ADDED event
-    /// (docs/behaviour.md §G; unknown on either side: not left out). `writing` names the
-    /// workloads a write of ours is on its way to, whose views may not show their markers yet.
-    pub fn plan_changes(
+    /// What the event `event` on `resource` does, from one pass over the workloads of its
+    /// namespace: `plan_update` for every candidate (docs/compatibility.md §4.3), the counts
+    /// Stakater's metrics take from its scan of the namespace, and nothing for an ignored
+    /// resource but those counts. Candidates created after the change are left out:
+    /// `resource.version` is the version of the change being planned, compared with the creation
+    /// version of the workloads seen through their ADDED event (docs/behaviour.md §G; unknown on
+    /// either side: not left out). `writing` names the workloads a write of ours is on its way
+    /// to, whose views may not show their markers yet.
+    pub fn plan_event(
         &self,
         resource: &ResourceView,
         event: ResourceEventKind,
         opts: &DecideOptions,
         writing: impl Fn(&WorkloadKey) -> bool,
-    ) -> Vec<(WorkloadKey, Result<MarkerChange, SkipReason>)> {
-        let created_after = |workload: &WorkloadView| {
-            let created = self.workloads.ids.get(&workload.key).and_then(|&id| self.workloads.created(id));
-            matches!((created, resource.version), (Some(created), Some(changed)) if created > changed)
-        };
+    ) -> EventPlan {
+        let mut plan = EventPlan::default();
+        if resource.ignored {
+            plan.event_skip = Some(SkipReason::ResourceIgnored);
+        }
+        let candidates = if resource.ignored { Vec::new() } else { self.lookup.candidate_ids(&resource.key) };
         let previous_keys =
             self.resources.get(&resource.key).and_then(|stored| stored.previous_keys.as_ref());
-        self.candidates(&resource.key)
-            .into_iter()
-            .filter(|workload| !created_after(workload))
-            .map(|workload| {
-                let markers =
-                    if writing(&workload.key) { ViewMarkers::Writing } else { ViewMarkers::Settled };
-                (workload.key.clone(), plan_update(workload, resource, previous_keys, event, opts, markers))
-            })
-            .collect()
-    }
-
-    /// The rule (`explicit`, `auto`, `search_match`, ...) by which `workload` reloads for
-    /// `resource`, for the decision's trace span; `None` when it does not reload for it.
-    pub fn reload_rule(
-        &self,
-        workload: &WorkloadKey,
-        resource: &ResourceView,
-        opts: &DecideOptions,
-    ) -> Option<&'static str> {
-        match decide(self.workload(workload)?, resource, opts) {
-            Decision::Reload { rule, .. } => Some(rule.as_str()),
-            Decision::Skip(_) => None,
+        let created_after = |id: WorkloadId| matches!((self.workloads.created(id), resource.version), (Some(created), Some(changed)) if created > changed);
+        for id in self.workloads.in_namespace(&resource.key.namespace) {
+            let Some(workload) = self.workloads.get(id) else { continue };
+            *plan.scanned.entry(workload.key.kind).or_default() += 1;
+            if resource.ignored {
+                continue;
+            }
+            if candidates.binary_search(&id).is_err() {
+                // No candidate: its pod spec does not use the resource, its lists do not name it.
+                if decide(workload, resource, opts) == Decision::Skip(SkipReason::NotReferenced) {
+                    plan.selected_but_unused += 1;
+                }
+                continue;
+            }
+            if created_after(id) {
+                continue;
+            }
+            let markers = if writing(&workload.key) { ViewMarkers::Writing } else { ViewMarkers::Settled };
+            let decision = plan_update(workload, resource, previous_keys, event, opts, markers);
+            plan.decisions.push((workload.key.clone(), decision));
         }
-    }
-
-    /// Workloads of the resource's namespace that are no candidates for `resource` (their pod
-    /// spec does not use it) but whose auto or search rule selects it. Stakater, which lists
-    /// every workload of the namespace, runs its reload strategy on them, changes nothing, and
-    /// counts each in `reloader_skipped_total{reason="strategy_not_updated"}`
-    /// (docs/compatibility.md §11); this is that count, from one pass over the namespace.
-    pub fn selected_but_unused(&self, resource: &ResourceView, opts: &DecideOptions) -> usize {
-        let candidates = self.lookup.candidate_ids(&resource.key);
-        self.workloads
-            .in_namespace(&resource.key.namespace)
-            .filter(|id| candidates.binary_search(id).is_err())
-            .filter_map(|id| self.workloads.get(id))
-            .filter(|workload| {
-                matches!(decide(workload, resource, opts), Decision::Skip(SkipReason::NotReferenced))
-            })
-            .count()
+        plan.decisions.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
+        plan
     }
 
     /// docs/behaviour.md §G: the resource changes the index met before the workload `key` in its

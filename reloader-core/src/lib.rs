@@ -12,7 +12,8 @@
 //! - [`markers`]: the markers a workload carries and the changes a reload makes to them.
 //! - [`workload`]: the trait a backend implements to turn a decision into a write, and
 //!   [`json_patch`]: the RFC 6902 form of that write for kinds without strategic merge.
-//! - [`index`]: the state kept from watches, with the reverse index resource → workloads.
+//! - [`index`]: the state kept from watches, with the reverse index resource → workloads, and
+//!   [`event_plan`]: what one resource event does, worked out once from it.
 //! - [`admission`]: the markers the admission webhook keeps on re-apply and stamps on create.
 //! - [`options`]: the settings of `reloader run` and their validation (the binary parses them).
 //! - [`selector`] and [`duration`]: label selectors and Go-style durations.
@@ -21,6 +22,7 @@ pub mod admission;
 pub mod annotations;
 pub mod decide;
 pub mod duration;
+pub mod event_plan;
 pub mod explain;
 pub mod hash;
 pub mod index;

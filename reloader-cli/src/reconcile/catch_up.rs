@@ -204,13 +204,10 @@ pub(crate) fn sweep(
             continue;
         };
         let targets: HashSet<WorkloadKey> = targets.into_iter().collect();
-        for (workload, plan) in index.plan_changes(&resource, event, decide, |w| queue.has_work(w)) {
-            let Ok(change) = plan else { continue };
-            if !targets.contains(&workload) {
-                continue;
-            }
-            if index.workload(&workload).is_some_and(|w| replayable(w, &resource.key, decide.strategy)) {
-                queue.enqueue(workload, Work::Reload(vec![change]), now);
+        let plan = index.plan_event(&resource, event, decide, |w| queue.has_work(w));
+        for (workload, planned) in plan.writes().filter(|(workload, _)| targets.contains(*workload)) {
+            if index.workload(workload).is_some_and(|w| replayable(w, &resource.key, decide.strategy)) {
+                queue.enqueue(workload.clone(), Work::Reload(vec![planned.change.clone()]), now);
                 replayed += 1;
             }
         }
@@ -222,13 +219,12 @@ pub(crate) fn sweep(
             !r.ignored && r.key.kind != ResourceKind::SecretProviderClass && scope.contains(&r.key.namespace)
         });
         for resource in listed {
-            not_updated += index.selected_but_unused(resource, decide) as u64;
-            for (workload, plan) in
-                index.plan_changes(resource, ResourceEventKind::Created, decide, |w| queue.has_work(w))
-            {
-                match plan {
-                    Ok(change) if workload.kind.is_long_running() => {
-                        queue.enqueue(workload, Work::Reload(vec![change]), now);
+            let plan = index.plan_event(resource, ResourceEventKind::Created, decide, |w| queue.has_work(w));
+            not_updated += plan.selected_but_unused;
+            for (workload, decision) in plan.decisions {
+                match decision {
+                    Ok(planned) if workload.kind.is_long_running() => {
+                        queue.enqueue(workload, Work::Reload(vec![planned.change]), now);
                         queued += 1;
                     }
                     Err(reason) if SkipReason::Decision(reason).stakater().is_some() => not_updated += 1,

@@ -9,16 +9,14 @@ pub(crate) mod standby;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use reloader_core::annotations::AnnotationKeys;
-use reloader_core::decide::{
-    DecideOptions, ResourceEventKind, SkipReason as DecideSkip, annotation_problems,
-};
+use reloader_core::decide::{DecideOptions, PlannedChange, ResourceEventKind, annotation_problems};
+use reloader_core::event_plan::EventPlan;
 use reloader_core::index::{Index, MissedChange, ResourceChange};
-use reloader_core::markers::MarkerChange;
 use reloader_core::model::{ResourceKey, ResourceKind, WorkloadKey, WorkloadKind};
 use reloader_core::options::Options;
 use reloader_core::views::{ResourceView, WorkloadView};
@@ -146,34 +144,37 @@ impl Reconciler {
         };
         // Every phase: Stakater's informer counts its initial list as `add` events.
         self.metrics.event_received(event_type, resource_type);
-        let event = match (phase, &change) {
-            // The initial list is the state of the world; with --sync-after-restart the leader's
-            // catch-up sweep treats it as creates once the workloads are listed too.
-            (Phase::InitialList, _) => None,
-            (_, ResourceChange::Created) => {
-                self.config.reload_on_create.then_some(ResourceEventKind::Created)
-            }
-            (_, ResourceChange::ContentChanged { .. }) => Some(ResourceEventKind::Updated),
-            _ => None,
-        };
+        let handling = self.classify(phase, change, &view.key);
         // A trace per watch event, and per change a re-list finds; none for the initial list
         // (the state of the world) nor for the unchanged objects a re-list returns.
-        let span = match (phase, event) {
-            (Phase::Live, _) | (Phase::Relist, Some(_)) => resource_event_span(&view.key),
-            (Phase::InitialList, _) | (Phase::Relist, None) => tracing::Span::none(),
+        let span = match (phase, &handling) {
+            (Phase::Live, _) | (Phase::Relist, Ok(_)) => resource_event_span(&view.key),
+            (Phase::InitialList, _) | (Phase::Relist, Err(_)) => tracing::Span::none(),
         };
         let _entered = span.enter();
-        let Some(event) = event else {
-            let result = match (phase, &change) {
-                (Phase::InitialList, _) => self.listed_result(&view.key),
-                (_, ResourceChange::Created) => ProcessResult::ReloadOnCreateDisabled,
-                _ if !self.scope.contains(&view.key.namespace) => ProcessResult::NamespaceOutOfScope,
-                _ => ProcessResult::NoContentChange,
-            };
-            self.processed(event_type, resource_type, result, received.elapsed());
-            return;
-        };
-        self.dispatch(&view, event, received);
+        match handling {
+            Ok(event) => self.dispatch(&view, event, received),
+            Err(result) => self.processed(event_type, resource_type, result, received.elapsed()),
+        }
+    }
+
+    /// What a stored resource event calls for: a decision on the event, or only its result.
+    fn classify(
+        &self,
+        phase: Phase,
+        change: ResourceChange,
+        resource: &ResourceKey,
+    ) -> Result<ResourceEventKind, ProcessResult> {
+        match (phase, change) {
+            // The initial list is the state of the world; with --sync-after-restart the leader's
+            // catch-up sweep treats it as creates once the workloads are listed too.
+            (Phase::InitialList, _) => Err(self.listed_result(resource)),
+            (_, ResourceChange::Created) if self.config.reload_on_create => Ok(ResourceEventKind::Created),
+            (_, ResourceChange::Created) => Err(ProcessResult::ReloadOnCreateDisabled),
+            (_, ResourceChange::ContentChanged { .. }) => Ok(ResourceEventKind::Updated),
+            _ if !self.scope.contains(&resource.namespace) => Err(ProcessResult::NamespaceOutOfScope),
+            _ => Err(ProcessResult::NoContentChange),
+        }
     }
 
     pub(crate) fn resource_deleted(&self, view: ResourceView) {
@@ -326,48 +327,58 @@ impl Reconciler {
             self.processed(event_type, resource_type, ProcessResult::Webhook, received.elapsed());
             return;
         }
-        if view.ignored {
-            self.metrics.skipped(SkipReason::Decision(DecideSkip::ResourceIgnored));
-            self.record_scan(view, &[]);
-            self.processed(event_type, resource_type, ProcessResult::Ignored, received.elapsed());
-            return;
-        }
-        // Asked under the index's lock: a write ends by storing its answer in the index, then
+        // Planned under the index's lock: a write ends by storing its answer in the index, then
         // leaves the queue, so a view from before that write always finds it still there.
         let writing = |workload: &WorkloadKey| self.queue.has_work(workload);
-        let plans =
-            self.index.read().expect("index lock").plan_changes(view, event, &self.config.decide, writing);
-        let targets = plans.iter().filter(|(_, plan)| plan.is_ok()).map(|(workload, _)| workload.clone());
-        self.standby.record_unless_leading(&self.leader, view, event, targets);
-        let mut matched = 0u64;
-        for (workload, plan) in &plans {
-            let decision = decision_span(workload);
-            let _entered = decision.enter();
-            match plan {
-                Ok(change) => {
-                    matched += 1;
-                    if !decision.is_disabled() {
-                        let index = self.index.read().expect("index lock");
-                        let rule = index.reload_rule(workload, view, &self.config.decide);
-                        drop(index);
-                        decision
-                            .record("reloader.decision.rule", rule)
-                            .record("reloader.reload.strategy", change.strategy.as_str());
-                    }
+        let plan =
+            self.index.read().expect("index lock").plan_event(view, event, &self.config.decide, writing);
+        if plan.event_skip.is_none() {
+            self.standby.record_unless_leading(&self.leader, view, event, plan.targets().cloned());
+        }
+        for (workload, decision) in &plan.decisions {
+            let span = decision_span(workload);
+            let _entered = span.enter();
+            match decision {
+                Ok(PlannedChange { change, rule }) => {
+                    span.record("reloader.decision.rule", rule.as_str())
+                        .record("reloader.reload.strategy", change.strategy.as_str());
                     debug!(%workload, resource = %view.key, "queueing reload");
                     // The executor takes this span's context along: the write joins this trace.
                     self.queue.enqueue(workload.clone(), Work::Reload(vec![change.clone()]), received);
                 }
                 Err(reason) => {
-                    decision.record("reloader.decision.skip_reason", reason.as_label());
-                    self.metrics.skipped(SkipReason::Decision(*reason));
+                    span.record("reloader.decision.skip_reason", reason.as_label());
                 }
             }
         }
-        let result = if matched > 0 { ProcessResult::Queued } else { ProcessResult::NoMatch };
+        self.record_plan(event_type, resource_type, &plan, received);
+    }
+
+    /// The event's metrics and result, all from its plan.
+    fn record_plan(
+        &self,
+        event_type: EventType,
+        resource_type: ResourceKind,
+        plan: &EventPlan,
+        received: Instant,
+    ) {
+        for reason in plan.event_skip.into_iter().chain(plan.skips().map(|(_, reason)| reason)) {
+            self.metrics.skipped(SkipReason::Decision(reason));
+        }
+        let result = match plan.event_skip {
+            Some(_) => ProcessResult::Ignored,
+            None if plan.targets().next().is_some() => ProcessResult::Queued,
+            None => ProcessResult::NoMatch,
+        };
         self.processed(event_type, resource_type, result, received.elapsed());
-        // Counted after the writes are queued: they need not wait for a pass over the namespace.
-        self.record_scan(view, &plans);
+        // `reloader_workloads_{scanned,matched}_total` and `strategy_not_updated`: Stakater lists
+        // every workload of each kind in the namespace, counts those it writes, and runs its
+        // strategy on the workloads a rule selects without using the resource.
+        self.metrics.strategy_not_updated(plan.selected_but_unused);
+        for (kind, (scanned, matched)) in plan.scan_counts() {
+            self.metrics.workloads_scanned(kind, scanned);
+            self.metrics.workloads_matched(kind, matched);
+        }
     }
 
     /// Counts the event's handling, and records it on the event's span.
@@ -396,32 +407,6 @@ impl Reconciler {
             ProcessResult::ListedBeforeSync
         } else {
             ProcessResult::ListedAsCreated
-        }
-    }
-
-    /// `reloader_workloads_{scanned,matched}_total`: Stakater lists every workload of each kind
-    /// in the changed resource's namespace (scanned) and counts those it writes (matched); it
-    /// also runs its strategy on the workloads an auto or search rule selects without using the
-    /// resource, which no plan of ours covers (`strategy_not_updated`).
-    fn record_scan(
-        &self,
-        resource: &ResourceView,
-        plans: &[(WorkloadKey, Result<MarkerChange, DecideSkip>)],
-    ) {
-        let mut counts: BTreeMap<WorkloadKind, (u64, u64)> = BTreeMap::new();
-        let index = self.index.read().expect("index lock");
-        for workload in index.workloads_in(&resource.key.namespace) {
-            counts.entry(workload.key.kind).or_default().0 += 1;
-        }
-        let unused = index.selected_but_unused(resource, &self.config.decide);
-        drop(index);
-        self.metrics.strategy_not_updated(unused as u64);
-        for (workload, _) in plans.iter().filter(|(_, plan)| plan.is_ok()) {
-            counts.entry(workload.kind).or_default().1 += 1;
-        }
-        for (kind, (scanned, matched)) in counts {
-            self.metrics.workloads_scanned(kind, scanned);
-            self.metrics.workloads_matched(kind, matched);
         }
     }
 }

@@ -10,6 +10,11 @@ fn names(views: &[&WorkloadView]) -> Vec<String> {
     views.iter().map(|v| format!("{}/{}", v.key.namespace, v.key.name)).collect()
 }
 
+/// The plan's decisions with the marker changes alone, as the rows read them.
+fn decisions(plan: EventPlan) -> Vec<(WorkloadKey, Result<MarkerChange, SkipReason>)> {
+    plan.decisions.into_iter().map(|(key, decision)| (key, decision.map(|planned| planned.change))).collect()
+}
+
 fn index_of(workloads: &[TestWorkload]) -> Index {
     let mut index = Index::default();
     for w in workloads {
@@ -79,11 +84,11 @@ fn candidates() {
     // Search with match decides through the same candidates (§A 15: only the workload with
     // search reloads among the two sharing the ConfigMap).
     let opts = DecideOptions::default();
-    let planned: Vec<_> = index
-        .plan_changes(&cm("shared").matched(), ResourceEventKind::Updated, &opts, |_| false)
-        .into_iter()
-        .map(|(key, result)| (key.name.to_string(), result.map(|c| c.container)))
-        .collect();
+    let planned: Vec<_> =
+        decisions(index.plan_event(&cm("shared").matched(), ResourceEventKind::Updated, &opts, |_| false))
+            .into_iter()
+            .map(|(key, result)| (key.name.to_string(), result.map(|c| c.container)))
+            .collect();
     assert_eq!(
         planned,
         [
@@ -106,8 +111,7 @@ fn search_without_match_does_not_reload_through_the_index() {
         deployment("without").uses_cm("app", "c", EnvFrom),
     ]);
     let opts = DecideOptions::default();
-    let results: Vec<_> = index
-        .plan_changes(&cm("c"), ResourceEventKind::Updated, &opts, |_| false)
+    let results: Vec<_> = decisions(index.plan_event(&cm("c"), ResourceEventKind::Updated, &opts, |_| false))
         .into_iter()
         .map(|(key, result)| (key.name.to_string(), result.is_ok()))
         .collect();
@@ -463,7 +467,7 @@ fn resource_versions_parse_as_decimal_numbers_only() {
 /// docs/behaviour.md §G: a workload whose ADDED event came after the change (a greater creation
 /// version) is not planned for it; one whose creation version is unknown always is.
 #[test]
-fn plan_changes_leave_out_workloads_created_after_the_change() {
+fn plans_leave_out_workloads_created_after_the_change() {
     let auto = |name: &str| deployment(name).annotate(AUTO, "true").uses_cm("app", "c", EnvFrom);
     let mut index = Index::default();
     index.upsert_watched_workload(auto("watched-before").at_version("10").view());
@@ -474,9 +478,9 @@ fn plan_changes_leave_out_workloads_created_after_the_change() {
     // A later event of a known workload (a status update) does not move its creation.
     index.upsert_watched_workload(auto("modified-after").at_version("31").view());
     let planned = |resource: &ResourceView| -> Vec<String> {
-        let plans =
-            index.plan_changes(resource, ResourceEventKind::Updated, &DecideOptions::default(), |_| false);
-        plans.into_iter().filter(|(_, plan)| plan.is_ok()).map(|(key, _)| key.name.to_string()).collect()
+        let plan =
+            index.plan_event(resource, ResourceEventKind::Updated, &DecideOptions::default(), |_| false);
+        plan.targets().map(|key| key.name.to_string()).collect()
     };
     let changed = cm("c").with_hash(hash("v2"));
     assert_eq!(
@@ -500,30 +504,31 @@ fn workloads_by_namespace() {
         deployment("d").in_namespace("other"),
     ]);
     let in_ns = |index: &Index, namespace: &str| {
-        let mut names: Vec<String> = index.workloads_in(namespace).map(|w| w.key.name.to_string()).collect();
-        names.sort();
-        names
+        let resource = cm("c").in_namespace(namespace);
+        let plan =
+            index.plan_event(&resource, ResourceEventKind::Updated, &DecideOptions::default(), |_| false);
+        plan.scanned.get(&WorkloadKind::Deployment).copied().unwrap_or_default()
     };
-    assert_eq!(in_ns(&index, "default"), ["a", "c"]);
-    assert_eq!(in_ns(&index, "other"), ["b", "d"]);
-    assert!(in_ns(&index, "third").is_empty());
+    assert_eq!(in_ns(&index, "default"), 2);
+    assert_eq!(in_ns(&index, "other"), 2);
+    assert_eq!(in_ns(&index, "third"), 0);
 
     // A freed id reused in another namespace leaves the first one's list.
     index.remove_workload(&deployment("a").view().key);
     assert!(index.upsert_workload(deployment("e").in_namespace("third").view()).is_none());
-    assert_eq!(in_ns(&index, "default"), ["c"]);
-    assert_eq!(in_ns(&index, "third"), ["e"]);
+    assert_eq!(in_ns(&index, "default"), 1);
+    assert_eq!(in_ns(&index, "third"), 1);
 
     // An update keeps it listed once; the last removal forgets the namespace.
     assert!(index.upsert_workload(deployment("c").annotate(AUTO, "true").view()).is_some());
-    assert_eq!(in_ns(&index, "default"), ["c"]);
+    assert_eq!(in_ns(&index, "default"), 1);
     index.remove_workload(&deployment("c").view().key);
-    assert!(in_ns(&index, "default").is_empty());
+    assert_eq!(in_ns(&index, "default"), 0);
     assert!(!index.workloads.by_namespace.contains_key("default"));
 }
 
 /// Stakater runs its strategy on every workload a rule selects, used or not; those that do not
-/// use the resource are counted here (no candidates, so `plan_changes` never sees them).
+/// use the resource are counted in the plan (no candidates, so no decision of theirs is planned).
 #[test]
 fn selected_but_unused() {
     let workloads = [
@@ -538,7 +543,7 @@ fn selected_but_unused() {
     let index = index_of(&workloads);
     let opts = DecideOptions::default();
     let all = DecideOptions { auto_reload_all: true, ..DecideOptions::default() };
-    let cases: [(&str, ResourceView, &DecideOptions, usize); 6] = [
+    let cases: [(&str, ResourceView, &DecideOptions, u64); 6] = [
         ("auto and typed auto not using it; the user is a candidate", cm("shared"), &opts, 2),
         ("search counts when the resource is matched", cm("shared").matched(), &opts, 3),
         ("an ignored resource selects nobody", cm("shared").ignored(), &opts, 0),
@@ -547,7 +552,8 @@ fn selected_but_unused() {
         ("another namespace", cm("shared").in_namespace("third"), &opts, 0),
     ];
     for (name, resource, opts, want) in cases {
-        assert_eq!(index.selected_but_unused(&resource, opts), want, "{name}");
+        let plan = index.plan_event(&resource, ResourceEventKind::Updated, opts, |_| false);
+        assert_eq!(plan.selected_but_unused, want, "{name}");
     }
 }
 
@@ -561,9 +567,9 @@ fn our_writes_are_seen_before_the_watch_brings_them_back() {
     let web = || deployment("web").annotate(AUTO, "true").uses_secret("app", "late", EnvFrom);
     let key = web().view().key;
     let removal = |index: &Index| {
-        let plans =
-            index.plan_changes(&resource, ResourceEventKind::Deleted, &DecideOptions::default(), |_| false);
-        plans.into_iter().map(|(_, plan)| plan.map(|change| change.action)).collect::<Vec<_>>()
+        let plan =
+            index.plan_event(&resource, ResourceEventKind::Deleted, &DecideOptions::default(), |_| false);
+        decisions(plan).into_iter().map(|(_, plan)| plan.map(|change| change.action)).collect::<Vec<_>>()
     };
     let has_marker =
         |index: &Index| index.workload(&key).unwrap().markers.env_value(resource.key.kind, "late").is_some();
@@ -614,11 +620,13 @@ fn changes_for_a_workload_being_written_are_planned_even_if_its_view_records_the
         ),
         deployment("not-selected").uses_cm("app", "c", EnvFrom),
     ]);
-    let plans = index.plan_changes(&resource, ResourceEventKind::Updated, &DecideOptions::default(), |w| {
+    let plan = index.plan_event(&resource, ResourceEventKind::Updated, &DecideOptions::default(), |w| {
         w.name.as_ref() != "settled"
     });
-    let got: Vec<(String, Result<MarkerAction, SkipReason>)> =
-        plans.into_iter().map(|(key, plan)| (key.name.to_string(), plan.map(|c| c.action))).collect();
+    let got: Vec<(String, Result<MarkerAction, SkipReason>)> = decisions(plan)
+        .into_iter()
+        .map(|(key, plan)| (key.name.to_string(), plan.map(|c| c.action)))
+        .collect();
     assert_eq!(
         got,
         [
@@ -627,4 +635,84 @@ fn changes_for_a_workload_being_written_are_planned_even_if_its_view_records_the
             ("settled".to_owned(), Err(SkipReason::AlreadyCurrent)),
         ]
     );
+}
+
+/// One event, one plan: the writes with the rule that chose each, the candidates' skips, the
+/// namespace's workloads by kind and Stakater's `strategy_not_updated` count, from one pass.
+#[test]
+fn one_plan_per_event() {
+    use crate::decide::Rule;
+    let index = index_of(&[
+        deployment("explicit").annotate(CM_RELOAD, "shared"),
+        deployment("auto-user").annotate(AUTO, "true").uses_cm("app", "shared", EnvFrom),
+        deployment("typed-user")
+            .kind(WorkloadKind::StatefulSet)
+            .annotate(CM_AUTO, "true")
+            .uses_cm("app", "shared", Volume),
+        deployment("excluded")
+            .annotate(AUTO, "true")
+            .annotate(CM_EXCLUDE, "shared")
+            .uses_cm("app", "shared", EnvFrom),
+        deployment("plain-user").kind(WorkloadKind::DaemonSet).uses_cm("app", "shared", EnvFrom),
+        deployment("auto-elsewhere").annotate(AUTO, "true").uses_cm("app", "own", EnvFrom),
+        deployment("other-namespace")
+            .in_namespace("other")
+            .annotate(AUTO, "true")
+            .uses_cm("app", "shared", EnvFrom),
+    ]);
+    let key = |name: &str, kind: WorkloadKind| WorkloadKey::new(kind, NS, name);
+    let (deploy, sts, ds) = (WorkloadKind::Deployment, WorkloadKind::StatefulSet, WorkloadKind::DaemonSet);
+    type Row = (
+        &'static str,
+        ResourceView,
+        Option<SkipReason>,
+        Vec<(WorkloadKey, Rule)>,
+        Vec<(WorkloadKey, SkipReason)>,
+        u64,
+    );
+    let rows: [Row; 3] = [
+        (
+            "a change",
+            cm("shared"),
+            None,
+            vec![
+                (key("auto-user", deploy), Rule::Auto),
+                (key("explicit", deploy), Rule::Explicit),
+                (key("typed-user", sts), Rule::TypedAuto),
+            ],
+            vec![
+                (key("excluded", deploy), SkipReason::Excluded),
+                (key("plain-user", ds), SkipReason::NotAnnotated),
+            ],
+            1,
+        ),
+        (
+            "an ignored resource concerns nobody",
+            cm("shared").ignored(),
+            Some(SkipReason::ResourceIgnored),
+            vec![],
+            vec![],
+            0,
+        ),
+        ("a resource nobody names", cm("nobody"), None, vec![], vec![], 4),
+    ];
+    for (name, resource, event_skip, writes, skips, unused) in rows {
+        let plan =
+            index.plan_event(&resource, ResourceEventKind::Updated, &DecideOptions::default(), |_| false);
+        assert_eq!(plan.event_skip, event_skip, "{name}");
+        let got: Vec<(WorkloadKey, Rule)> = plan.writes().map(|(k, p)| (k.clone(), p.rule)).collect();
+        assert_eq!(got, writes, "{name}");
+        let got: Vec<(WorkloadKey, SkipReason)> = plan.skips().map(|(k, r)| (k.clone(), r)).collect();
+        assert_eq!(got, skips, "{name}");
+        assert_eq!(plan.selected_but_unused, unused, "{name}");
+        // Every workload of the namespace is scanned, whatever the resource.
+        assert_eq!(plan.scanned, [(deploy, 4), (sts, 1), (ds, 1)].into_iter().collect(), "{name}");
+        let matched: Vec<(WorkloadKind, (u64, u64))> = plan.scan_counts().into_iter().collect();
+        let want_matched = |kind| writes.iter().filter(|(k, _)| k.kind == kind).count() as u64;
+        assert_eq!(
+            matched,
+            [(deploy, (4, want_matched(deploy))), (ds, (1, want_matched(ds))), (sts, (1, want_matched(sts)))],
+            "{name}"
+        );
+    }
 }

@@ -282,6 +282,7 @@ fn both_strategies_record_the_filtered_hash() {
         let after_keys = |resource: &ResourceView, previous: &ResourceView| {
             let event = ResourceEventKind::Updated;
             plan_update(&workload, resource, Some(&previous.keys), event, &opts, ViewMarkers::Settled)
+                .map(|planned| planned.change)
         };
         let unlisted = after_keys(&after, &before);
         assert_eq!(unlisted, Err(SkipReason::AlreadyCurrent), "{strategy:?}");
