@@ -1,8 +1,8 @@
 //! The reloader binary's library: everything that talks to a cluster, wired by `run.rs`.
 //!
-//! The flow, stage by stage: `sources` (the watches) feed `reconcile`, which keeps the index and
-//! asks the core's `decide` which workloads need a reload; the `executor` writes (the only module
-//! that does), gated by `leader`; `notify` reports what was done, `observe` exposes it;
+//! The flow, stage by stage: `sources` (the watches) feed the `state` traits, which `reconcile`
+//! implements: it keeps the index and asks the core which workloads need a reload; the
+//! `executor` writes (the only module that does), gated by `leader`; `notify` reports what was done, `observe` exposes it;
 //! `supervise` owns every task. `admission` and `explain` answer from the same index, `kinds`
 //! registry and `views`.
 
@@ -22,5 +22,6 @@ mod reconcile;
 pub mod run;
 mod scope;
 mod sources;
+mod state;
 mod supervise;
 mod views;

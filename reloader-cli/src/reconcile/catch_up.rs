@@ -28,7 +28,7 @@ use crate::executor::Work;
 use crate::observe::http::Health;
 use crate::observe::metrics::{EventType, Metrics, SkipReason};
 use crate::scope::ScopeFilter;
-use crate::sources::Synced;
+use crate::state::Synced;
 
 /// How long after the caches synced start-up's memory is released.
 const RELEASE_AFTER_SYNC: Duration = Duration::from_secs(1);

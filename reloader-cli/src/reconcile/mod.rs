@@ -4,8 +4,11 @@
 //! annotation checks. The stage writes nothing itself: work goes to a [`WorkQueue`].
 
 pub(crate) mod catch_up;
+mod csi;
 pub(crate) mod pause;
 pub(crate) mod standby;
+#[cfg(test)]
+pub(crate) mod testkit;
 #[cfg(test)]
 mod tests;
 
@@ -30,7 +33,7 @@ use crate::notify::events::{EventSink, EventTarget, WorkloadEvent};
 use crate::notify::webhook::{ResourceNotice, WebhookQueue};
 use crate::observe::metrics::{EventType, Metrics, ProcessResult, SkipReason};
 use crate::scope::ScopeFilter;
-use crate::sources::Phase;
+use crate::state::{Phase, ResourceState, WorkloadState};
 
 /// Where reconcile, catch-up and the pause timers send writes (the executor).
 pub(crate) trait WorkQueue: Send + Sync {
@@ -127,8 +130,8 @@ pub(crate) struct Reconciler {
     pub(crate) standby: Arc<StandbyChanges>,
 }
 
-impl Reconciler {
-    pub(crate) fn resource_applied(&self, view: ResourceView, phase: Phase) {
+impl ResourceState for Reconciler {
+    fn resource_applied(&self, view: ResourceView, phase: Phase) {
         let received = Instant::now();
         let resource_type = view.key.kind;
         let change = {
@@ -158,26 +161,7 @@ impl Reconciler {
         }
     }
 
-    /// What a stored resource event calls for: a decision on the event, or only its result.
-    fn classify(
-        &self,
-        phase: Phase,
-        change: ResourceChange,
-        resource: &ResourceKey,
-    ) -> Result<ResourceEventKind, ProcessResult> {
-        match (phase, change) {
-            // The initial list is the state of the world; with --sync-after-restart the leader's
-            // catch-up sweep treats it as creates once the workloads are listed too.
-            (Phase::InitialList, _) => Err(self.listed_result(resource)),
-            (_, ResourceChange::Created) if self.config.reload_on_create => Ok(ResourceEventKind::Created),
-            (_, ResourceChange::Created) => Err(ProcessResult::ReloadOnCreateDisabled),
-            (_, ResourceChange::ContentChanged { .. }) => Ok(ResourceEventKind::Updated),
-            _ if !self.scope.contains(&resource.namespace) => Err(ProcessResult::NamespaceOutOfScope),
-            _ => Err(ProcessResult::NoContentChange),
-        }
-    }
-
-    pub(crate) fn resource_deleted(&self, view: ResourceView) {
+    fn resource_deleted(&self, view: ResourceView) {
         let received = Instant::now();
         let span = resource_event_span(&view.key);
         let _entered = span.enter();
@@ -201,7 +185,7 @@ impl Reconciler {
 
     /// After a (re)list: resources the index holds in that scope but the list did not return
     /// were deleted while the watch was down.
-    pub(crate) fn resources_relisted(
+    fn resources_relisted(
         &self,
         kind: ResourceKind,
         namespace: Option<&str>,
@@ -229,10 +213,12 @@ impl Reconciler {
         let stats = self.index.read().expect("index lock").stats();
         self.metrics.set_index_sizes(stats.resources as u64, stats.workloads as u64);
     }
+}
 
+impl WorkloadState for Reconciler {
     /// A workload was listed or changed: index it, track its pause, check its annotations, and
     /// queue the changes the index met before it (docs/behaviour.md §G).
-    pub(crate) fn workload_applied(&self, view: WorkloadView, phase: Phase) {
+    fn workload_applied(&self, view: WorkloadView, phase: Phase) {
         let received = Instant::now();
         self.pauses.observe(&view);
         let problems = annotation_problems(&view, &self.config.keys);
@@ -263,6 +249,47 @@ impl Reconciler {
         }
     }
 
+    fn workload_deleted(&self, key: &WorkloadKey) {
+        self.index.write().expect("index lock").remove_workload(key);
+        self.pauses.forget(key);
+    }
+
+    /// After a (re)list: workloads of `kind` in that scope the list did not return are gone.
+    fn workloads_relisted(&self, kind: WorkloadKind, namespace: Option<&str>, seen: &HashSet<WorkloadKey>) {
+        let mut index = self.index.write().expect("index lock");
+        let gone: Vec<WorkloadKey> = index
+            .workloads()
+            .filter(|w| w.key.kind == kind && namespace.is_none_or(|ns| *w.key.namespace == *ns))
+            .filter(|w| !seen.contains(&w.key))
+            .map(|w| w.key.clone())
+            .collect();
+        for key in gone {
+            index.remove_workload(&key);
+            self.pauses.forget(&key);
+        }
+    }
+}
+
+impl Reconciler {
+    /// What a stored resource event calls for: a decision on the event, or only its result.
+    fn classify(
+        &self,
+        phase: Phase,
+        change: ResourceChange,
+        resource: &ResourceKey,
+    ) -> Result<ResourceEventKind, ProcessResult> {
+        match (phase, change) {
+            // The initial list is the state of the world; with --sync-after-restart the leader's
+            // catch-up sweep treats it as creates once the workloads are listed too.
+            (Phase::InitialList, _) => Err(self.listed_result(resource)),
+            (_, ResourceChange::Created) if self.config.reload_on_create => Ok(ResourceEventKind::Created),
+            (_, ResourceChange::Created) => Err(ProcessResult::ReloadOnCreateDisabled),
+            (_, ResourceChange::ContentChanged { .. }) => Ok(ResourceEventKind::Updated),
+            _ if !self.scope.contains(&resource.namespace) => Err(ProcessResult::NamespaceOutOfScope),
+            _ => Err(ProcessResult::NoContentChange),
+        }
+    }
+
     /// docs/behaviour.md §G: a change decided before this workload (or this form of it) reached
     /// the index is queued for it now, under the filters the change itself went through.
     /// Webhook mode posted the change when it came, whatever the workloads.
@@ -283,31 +310,6 @@ impl Reconciler {
                     debug!(workload = %key, %resource, ?reason, "a change met before the workload: no reload")
                 }
             }
-        }
-    }
-
-    pub(crate) fn workload_deleted(&self, key: &WorkloadKey) {
-        self.index.write().expect("index lock").remove_workload(key);
-        self.pauses.forget(key);
-    }
-
-    /// After a (re)list: workloads of `kind` in that scope the list did not return are gone.
-    pub(crate) fn workloads_relisted(
-        &self,
-        kind: WorkloadKind,
-        namespace: Option<&str>,
-        seen: &HashSet<WorkloadKey>,
-    ) {
-        let mut index = self.index.write().expect("index lock");
-        let gone: Vec<WorkloadKey> = index
-            .workloads()
-            .filter(|w| w.key.kind == kind && namespace.is_none_or(|ns| *w.key.namespace == *ns))
-            .filter(|w| !seen.contains(&w.key))
-            .map(|w| w.key.clone())
-            .collect();
-        for key in gone {
-            index.remove_workload(&key);
-            self.pauses.forget(&key);
         }
     }
 

@@ -2,68 +2,27 @@
 //! leadership and scope, one event, and the work that must be queued.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::decide::{DecideOptions, ResourceEventKind};
-use reloader_core::index::Index;
 use reloader_core::model::{
     ContentHash, ReloadStrategy, ResourceKey, ResourceKind, ResourceVersion, WorkloadKey, WorkloadKind,
 };
 use reloader_core::options::NamespaceScope;
 use reloader_core::views::{ResourceView, WorkloadView};
 use serde_json::json;
-use tokio::sync::watch;
 
 use super::catch_up::{CatchUpConfig, sweep};
 use super::pause::PauseTimers;
-use super::standby::{REPLAY_WINDOW, SeenChange, StandbyChanges};
-use super::{ReconcileConfig, Reconciler, WorkQueue};
-use crate::executor::Work;
+use super::standby::SeenChange;
+use super::testkit::{FakeQueue, Setup, stage};
 use crate::kinds::Loaded;
-use crate::notify::events::{EventReason, EventSink, WorkloadEvent};
-use crate::observe::metrics::Metrics;
-use crate::scope::ScopeFilter;
-use crate::sources::Phase;
+use crate::notify::events::EventReason;
+use crate::state::{Phase, ResourceState, WorkloadState};
 use crate::views::workload_view;
-
-/// Records what was queued: (workload name, "reload"/"resume"); `writing` names the workloads
-/// it says a write is queued or in flight for.
-#[derive(Default)]
-struct FakeQueue(Mutex<Vec<(String, &'static str)>>, Mutex<HashSet<String>>);
-
-impl WorkQueue for FakeQueue {
-    fn enqueue(&self, workload: WorkloadKey, work: Work, _event_at: Instant) {
-        let what = match work {
-            Work::Reload(_) => "reload",
-            Work::Resume => "resume",
-        };
-        self.0.lock().unwrap().push((workload.name.to_string(), what));
-    }
-
-    fn has_work(&self, workload: &WorkloadKey) -> bool {
-        self.1.lock().unwrap().contains(&*workload.name)
-    }
-}
-
-impl FakeQueue {
-    fn names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.0.lock().unwrap().iter().map(|(n, _)| n.clone()).collect();
-        names.sort();
-        names
-    }
-}
-
-#[derive(Default)]
-struct FakeEvents(Mutex<Vec<(String, EventReason)>>);
-
-impl EventSink for FakeEvents {
-    fn record(&self, event: WorkloadEvent) {
-        self.0.lock().unwrap().push((event.target.key.name.to_string(), event.reason));
-    }
-}
 
 const H1: &str = "1111111111111111111111111111111111111111";
 const H2: &str = "2222222222222222222222222222222222222222";
@@ -115,82 +74,6 @@ fn explicit(namespace: &str, name: &str) -> WorkloadView {
 /// `auto: "true"` and reads ConfigMap `cfg`.
 fn auto(namespace: &str, name: &str) -> WorkloadView {
     deployment(namespace, name, &[(AUTO, "true")], Some("cfg"))
-}
-
-struct Stage {
-    reconciler: Reconciler,
-    queue: Arc<FakeQueue>,
-    events: Arc<FakeEvents>,
-    metrics: Arc<Metrics>,
-    _leader: watch::Sender<bool>,
-}
-
-#[derive(Clone)]
-struct Setup {
-    reload_on_create: bool,
-    reload_on_delete: bool,
-    leader: bool,
-    scope: NamespaceScope,
-    selected: &'static [&'static str],
-    strategy: ReloadStrategy,
-    /// Workloads the queue says a write is queued or in flight for.
-    writing: &'static [&'static str],
-}
-
-impl Default for Setup {
-    fn default() -> Self {
-        Setup {
-            reload_on_create: false,
-            reload_on_delete: false,
-            leader: true,
-            scope: NamespaceScope::All { ignore: vec![], selector: None },
-            selected: &[],
-            strategy: ReloadStrategy::EnvVars,
-            writing: &[],
-        }
-    }
-}
-
-fn stage(setup: &Setup, workloads: &[WorkloadView], resources: &[ResourceView]) -> Stage {
-    let mut index = Index::default();
-    for w in workloads {
-        index.upsert_workload(w.clone());
-    }
-    for r in resources {
-        index.upsert_resource(r.clone());
-    }
-    let (tx, leader) = watch::channel(setup.leader);
-    let scope = ScopeFilter::new(&setup.scope);
-    for ns in setup.selected {
-        scope.set_selected(ns, true);
-    }
-    let queue = Arc::new(FakeQueue::default());
-    queue.1.lock().unwrap().extend(setup.writing.iter().map(|name| name.to_string()));
-    let events = Arc::new(FakeEvents::default());
-    let metrics = Metrics::new(false);
-    let reconciler = Reconciler {
-        config: ReconcileConfig {
-            decide: {
-                let mut decide = DecideOptions::default();
-                decide.strategy = setup.strategy;
-                decide
-            },
-            keys: AnnotationKeys::default(),
-            reload_on_create: setup.reload_on_create,
-            reload_on_delete: setup.reload_on_delete,
-            sync_after_restart: false,
-        },
-        index: Arc::new(RwLock::new(index)),
-        scope,
-        leader,
-        metrics: metrics.clone(),
-        queue: queue.clone(),
-        notifier: None,
-        events: events.clone(),
-        pauses: PauseTimers::default(),
-        standby: Arc::new(StandbyChanges::new(REPLAY_WINDOW)),
-    };
-    Stage { reconciler, queue, events, metrics, _leader: tx }
 }
 
 enum Event {

@@ -15,15 +15,14 @@ use kube::runtime::WatchStreamExt as _;
 use kube::{Client, ResourceExt as _};
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::model::{ResourceKey, ResourceKind};
-use reloader_core::views::ResourceView;
 use tokio::sync::watch;
 
-use super::glue::{IndexTarget, Phase, index_watch};
+use super::glue::{IndexTarget, index_watch};
 use super::initial_list::watcher_stream;
 use super::{Watch, watch_config, watch_name};
 use crate::kinds::{spc_pod_status_resource, spc_resource};
-use crate::observe::metrics::{EventType, Metrics};
-use crate::reconcile::Reconciler;
+use crate::observe::metrics::Metrics;
+use crate::state::{CsiState, Phase, WatchedState};
 use crate::views::{ClassFlags, spc_key, spc_view};
 
 /// The flags of every SecretProviderClass that carries one; a class absent has none.
@@ -63,21 +62,21 @@ pub(super) fn watches(
     client: &Client,
     namespace: Option<&str>,
     keys: &AnnotationKeys,
-    reconciler: &Arc<Reconciler>,
+    state: &Arc<impl WatchedState + 'static>,
     metrics: &Arc<Metrics>,
 ) -> Vec<Watch> {
     let flags = ClassFlagMap::default();
     let classes = ClassTarget {
         flags: flags.clone(),
         keys: keys.clone(),
-        reconciler: reconciler.clone(),
+        state: state.clone(),
         namespace: namespace.map(String::from),
     };
     let class_watch =
         start(client, &spc_resource(), namespace, "SecretProviderClass", classes, metrics, None);
     let statuses = StatusTarget {
         flags,
-        reconciler: reconciler.clone(),
+        state: state.clone(),
         namespace: namespace.map(String::from),
         known: HashSet::new(),
         listing: HashSet::new(),
@@ -125,26 +124,18 @@ where
     Watch { name, task, synced }
 }
 
-/// SecretProviderClasses → the flag map; a flag that changes also updates the index entry the
-/// statuses made, so the catch-up sweep sees the class as it is now.
+/// SecretProviderClasses → the flag map; a flag that changes also goes to the state.
 struct ClassTarget {
     flags: ClassFlagMap,
     keys: AnnotationKeys,
-    reconciler: Arc<Reconciler>,
+    state: Arc<dyn CsiState>,
     namespace: Option<String>,
 }
 
 impl ClassTarget {
     fn record(&self, key: ResourceKey, flags: ClassFlags) {
         if self.flags.set(key.clone(), flags) {
-            self.refresh_index(&key, flags);
-        }
-    }
-
-    fn refresh_index(&self, key: &ResourceKey, flags: ClassFlags) {
-        let mut index = self.reconciler.index.write().expect("index lock");
-        if let Some(view) = index.resource(key).cloned() {
-            index.upsert_resource(ResourceView { matched: flags.matched, ignored: flags.ignored, ..view });
+            self.state.class_flags_changed(&key, flags);
         }
     }
 }
@@ -174,16 +165,16 @@ impl IndexTarget<DynamicObject> for ClassTarget {
 
     fn reset(&mut self, seen: HashSet<ResourceKey>, _: Phase) {
         for key in self.flags.retain_seen(self.namespace.as_deref(), &seen) {
-            self.refresh_index(&key, ClassFlags::default());
+            self.state.class_flags_changed(&key, ClassFlags::default());
         }
     }
 }
 
-/// SecretProviderClassPodStatuses → the reconciler. Remembers which statuses it has seen (names
-/// only) to tell an update, which may reload, from a creation, which never does.
+/// SecretProviderClassPodStatuses → the state. Remembers which statuses it has seen (names only)
+/// to tell an update, which may reload, from a creation, which never does.
 struct StatusTarget {
     flags: ClassFlagMap,
-    reconciler: Arc<Reconciler>,
+    state: Arc<dyn CsiState>,
     namespace: Option<String>,
     /// Statuses seen, by namespace and name.
     known: HashSet<(String, String)>,
@@ -206,21 +197,14 @@ impl IndexTarget<DynamicObject> for StatusTarget {
             self.listing.insert(name.clone());
         }
         let known = self.known.contains(&name);
-        let indexed = self.reconciler.index.read().expect("index lock").resource(&key).is_some();
-        if phase == Phase::InitialList || (known && indexed) {
-            self.known.insert(name);
-            self.reconciler.resource_applied(view, phase);
+        if phase == Phase::InitialList || (known && self.state.holds(&key)) {
+            self.state.resource_applied(view, phase);
         } else {
             // A new status (a new pod): its versions are recorded when the class has none yet,
             // never compared; a later update of any status of the class is compared as usual.
-            // Stored as listed: a creation is never a change a late workload could replay.
-            self.known.insert(name);
-            self.reconciler.metrics.event_received(EventType::Create, ResourceKind::SecretProviderClass);
-            let mut index = self.reconciler.index.write().expect("index lock");
-            if !indexed {
-                index.upsert_listed_resource(view);
-            }
+            self.state.status_appeared(view);
         }
+        self.known.insert(name);
         Some(key)
     }
 
@@ -230,35 +214,24 @@ impl IndexTarget<DynamicObject> for StatusTarget {
             self.known.remove(&name);
         }
         if spc_key(&status).is_some() {
-            self.reconciler.metrics.event_received(EventType::Delete, ResourceKind::SecretProviderClass);
+            self.state.status_departed();
         }
     }
 
     fn reset(&mut self, seen: HashSet<ResourceKey>, _: Phase) {
         self.known = std::mem::take(&mut self.listing);
-        // Classes no status speaks for any more leave the index quietly: never a reload.
-        let mut index = self.reconciler.index.write().expect("index lock");
-        let gone: Vec<ResourceKey> = index
-            .resources()
-            .filter(|r| r.key.kind == ResourceKind::SecretProviderClass)
-            .filter(|r| self.namespace.as_deref().is_none_or(|ns| *r.key.namespace == *ns))
-            .filter(|r| !seen.contains(&r.key))
-            .map(|r| r.key.clone())
-            .collect();
-        for key in gone {
-            index.remove_resource(&key);
-        }
+        self.state.statuses_relisted(self.namespace.as_deref(), &seen);
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use reloader_core::index::Index;
+    use reloader_core::views::ResourceView;
     use serde_json::json;
 
-    use super::super::testkit::{RecordedQueue, reconciler};
     use super::*;
     use crate::kinds::Loaded;
+    use crate::reconcile::testkit::{Setup, Stage, stage};
     use crate::views::workload_view;
 
     const NS: &str = "shop";
@@ -316,27 +289,22 @@ mod tests {
         workload_view(&Loaded::Deployment(object), &AnnotationKeys::default())
     }
 
-    /// Runs `steps` through the real targets and reconciler (reload on create and delete both
+    /// Runs `steps` through the real targets and the reconcile stage (reload on create and delete both
     /// on); returns how many reloads were queued and the class as the index holds it.
     fn run(annotation: (&str, &str), steps: &[Step]) -> (usize, Option<ResourceView>) {
-        let index = Arc::new(RwLock::new(Index::default()));
-        index.write().unwrap().upsert_workload(workload(annotation));
-        let queue = Arc::new(RecordedQueue::default());
-        let reconciler = reconciler(index.clone(), queue.clone(), true, true);
+        let setup = Setup { reload_on_create: true, reload_on_delete: true, ..Setup::default() };
+        let Stage { reconciler: reconcile, queue, .. } = stage(&setup, &[workload(annotation)], &[]);
+        let index = reconcile.index.clone();
+        let state: Arc<dyn CsiState> = Arc::new(reconcile);
         let flags = ClassFlagMap::default();
         let mut classes = ClassTarget {
             flags: flags.clone(),
             keys: AnnotationKeys::default(),
-            reconciler: reconciler.clone(),
+            state: state.clone(),
             namespace: None,
         };
-        let mut statuses = StatusTarget {
-            flags,
-            reconciler,
-            namespace: None,
-            known: HashSet::new(),
-            listing: HashSet::new(),
-        };
+        let mut statuses =
+            StatusTarget { flags, state, namespace: None, known: HashSet::new(), listing: HashSet::new() };
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
             let mut listed = HashSet::new();

@@ -17,17 +17,7 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::observe::metrics::{ErrorType, Metrics};
-
-/// Where an applied object came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Phase {
-    /// The first list after start: the state of the world, not a change.
-    InitialList,
-    /// A list after the watch had to restart (410 Gone, API server restart).
-    Relist,
-    /// A watch event.
-    Live,
-}
+use crate::state::Phase;
 
 /// What a watch feeds: one kind of object, in one namespace or all.
 pub(crate) trait IndexTarget<K> {
@@ -43,9 +33,6 @@ pub(crate) trait IndexTarget<K> {
     /// is gone. `phase` is [`Phase::InitialList`] or [`Phase::Relist`].
     fn reset(&mut self, seen: HashSet<Self::Key>, phase: Phase);
 }
-
-/// Readiness of one watch: true once its first list completed.
-pub(crate) type Synced = watch::Receiver<bool>;
 
 /// Feeds `target` from `stream` until the stream ends (a watcher with backoff never does).
 /// `watch` names the watch in logs.

@@ -1,15 +1,13 @@
 //! The watches: ConfigMaps, Secrets, SecretProviderClasses and their pod statuses (`csi`),
 //! workloads of every enabled kind, and (with `--namespace-selector`) Namespaces. Each is a kube
-//! watcher fed through the one [`glue::index_watch`] into its index target; each is a task for
-//! the supervisor.
+//! watcher fed through the one [`glue::index_watch`] into its index target, which turns objects
+//! into views for the [`crate::state`] traits; each is a task for the supervisor.
 
 mod csi;
 pub(crate) mod glue;
 mod initial_list;
 mod namespaces;
 mod resources;
-#[cfg(test)]
-mod testkit;
 mod workloads;
 
 use std::sync::Arc;
@@ -22,12 +20,10 @@ use reloader_core::annotations::AnnotationKeys;
 use reloader_core::options::{IgnoredResources, NamespaceScope, Options};
 use reloader_core::selector::LabelSelector;
 
-pub(crate) use glue::{Phase, Synced};
-
 use crate::kinds::EnabledKinds;
 use crate::observe::metrics::Metrics;
-use crate::reconcile::Reconciler;
 use crate::scope::ScopeFilter;
+use crate::state::{Synced, WatchedState};
 
 /// One watch, ready to be spawned: its name (for logs), its task, its readiness.
 pub(crate) struct Watch {
@@ -81,7 +77,7 @@ pub(crate) fn watches(
     client: &Client,
     config: &SourcesConfig,
     kinds: &EnabledKinds,
-    reconciler: &Arc<Reconciler>,
+    state: &Arc<impl WatchedState + 'static>,
     scope: &ScopeFilter,
     metrics: &Arc<Metrics>,
 ) -> Vec<Watch> {
@@ -91,9 +87,9 @@ pub(crate) fn watches(
     }
     for namespace in &config.namespaces {
         let namespace = namespace.as_deref();
-        watches.extend(resources::watches(client, config, namespace, reconciler, metrics));
+        watches.extend(resources::watches(client, config, namespace, state, metrics));
         for kind in kinds.iter() {
-            watches.push(workloads::watch(client, kind, namespace, &config.keys, reconciler, metrics));
+            watches.push(workloads::watch(client, kind, namespace, &config.keys, state.clone(), metrics));
         }
     }
     watches

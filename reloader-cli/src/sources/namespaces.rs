@@ -14,10 +14,11 @@ use tokio::sync::watch;
 use tracing::info;
 
 use super::Watch;
-use super::glue::{IndexTarget, Phase, index_watch};
+use super::glue::{IndexTarget, index_watch};
 use super::initial_list::watcher_stream;
 use crate::observe::metrics::{EventType, Metrics, ResourceType};
 use crate::scope::ScopeFilter;
+use crate::state::Phase;
 
 pub(super) fn watch(
     client: &Client,

@@ -1,5 +1,5 @@
 //! ConfigMaps, Secrets and (with CSI integration, in `csi`) SecretProviderClassPodStatuses, fed
-//! to the reconciler as views.
+//! to the state as views.
 
 use std::collections::HashSet;
 use std::fmt::Debug;
@@ -17,11 +17,11 @@ use reloader_core::views::ResourceView;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
-use super::glue::{IndexTarget, Phase, index_watch};
+use super::glue::{IndexTarget, index_watch};
 use super::initial_list::watcher_stream;
 use super::{SourcesConfig, Watch, api_for, watch_config, watch_name};
 use crate::observe::metrics::Metrics;
-use crate::reconcile::Reconciler;
+use crate::state::{Phase, ResourceState, WatchedState};
 use crate::views::{configmap_view, secret_view};
 
 type ToView<K> = fn(&K, &AnnotationKeys) -> Option<ResourceView>;
@@ -31,7 +31,7 @@ pub(super) fn watches(
     client: &Client,
     config: &SourcesConfig,
     namespace: Option<&str>,
-    reconciler: &Arc<Reconciler>,
+    state: &Arc<impl WatchedState + 'static>,
     metrics: &Arc<Metrics>,
 ) -> Vec<Watch> {
     let label_selector = config.resource_label_selector.as_deref();
@@ -40,10 +40,10 @@ pub(super) fn watches(
         to_view: ToView<K>,
         namespace: Option<&str>,
         config: &SourcesConfig,
-        reconciler: &Arc<Reconciler>,
+        state: Arc<dyn ResourceState>,
     ) -> ResourceTarget<K> {
-        let (reconciler, keys) = (reconciler.clone(), config.keys.clone());
-        ResourceTarget { reconciler, kind, namespace: namespace.map(String::from), keys, to_view }
+        let keys = config.keys.clone();
+        ResourceTarget { state, kind, namespace: namespace.map(String::from), keys, to_view }
     }
     let mut watches = Vec::new();
     if config.ignored_resources != IgnoredResources::ConfigMaps {
@@ -52,7 +52,7 @@ pub(super) fn watches(
         watches.push(start(
             api,
             cfg,
-            target(ResourceKind::ConfigMap, configmap_view, namespace, config, reconciler),
+            target(ResourceKind::ConfigMap, configmap_view, namespace, config, state.clone()),
             metrics,
         ));
     }
@@ -62,12 +62,12 @@ pub(super) fn watches(
         watches.push(start(
             api,
             cfg,
-            target(ResourceKind::Secret, secret_view, namespace, config, reconciler),
+            target(ResourceKind::Secret, secret_view, namespace, config, state.clone()),
             metrics,
         ));
     }
     if config.csi {
-        watches.extend(super::csi::watches(client, namespace, &config.keys, reconciler, metrics));
+        watches.extend(super::csi::watches(client, namespace, &config.keys, state, metrics));
     }
     watches
 }
@@ -85,9 +85,9 @@ where
     Watch { name, task, synced }
 }
 
-/// One resource kind in one namespace (or all), as the reconciler's input.
+/// One resource kind in one namespace (or all), fed to the state as views.
 struct ResourceTarget<K> {
-    reconciler: Arc<Reconciler>,
+    state: Arc<dyn ResourceState>,
     kind: ResourceKind,
     namespace: Option<String>,
     keys: AnnotationKeys,
@@ -100,33 +100,31 @@ impl<K> IndexTarget<K> for ResourceTarget<K> {
     fn apply(&mut self, object: K, phase: Phase) -> Option<ResourceKey> {
         let view = (self.to_view)(&object, &self.keys)?;
         let key = view.key.clone();
-        self.reconciler.resource_applied(view, phase);
+        self.state.resource_applied(view, phase);
         Some(key)
     }
 
     fn delete(&mut self, object: K) {
         if let Some(view) = (self.to_view)(&object, &self.keys) {
-            self.reconciler.resource_deleted(view);
+            self.state.resource_deleted(view);
         }
     }
 
     fn reset(&mut self, seen: HashSet<ResourceKey>, phase: Phase) {
-        self.reconciler.resources_relisted(self.kind, self.namespace.as_deref(), &seen, phase);
+        self.state.resources_relisted(self.kind, self.namespace.as_deref(), &seen, phase);
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::sync::RwLock;
     use std::time::Duration;
 
     use futures::{FutureExt as _, StreamExt as _};
-    use reloader_core::index::Index;
     use tokio_util::sync::CancellationToken;
 
-    use super::super::testkit::{RecordedQueue, reconciler};
     use super::*;
     use crate::observe::http::Health;
+    use crate::reconcile::testkit::{Setup, Stage, stage};
     use crate::supervise::Supervisor;
 
     /// The real ConfigMap watch target and glue, fed a listed ConfigMap while the index lock is
@@ -134,16 +132,15 @@ mod tests {
     /// names it, fails liveness and stops everything, so the process exits and is restarted.
     #[tokio::test]
     async fn a_failing_watch_fails_liveness_and_stops_the_process() {
-        let index = Arc::new(RwLock::new(Index::default()));
-        let poison = index.clone();
+        let Stage { reconciler: reconcile, .. } = stage(&Setup::default(), &[], &[]);
+        let poison = reconcile.index.clone();
         let _ = std::thread::spawn(move || {
             let _guard = poison.write().unwrap();
             panic!("a task panicked while holding the index");
         })
         .join();
-        let reconciler = reconciler(index, Arc::new(RecordedQueue::default()), false, false);
         let target = ResourceTarget {
-            reconciler,
+            state: Arc::new(reconcile),
             kind: ResourceKind::ConfigMap,
             namespace: None,
             keys: AnnotationKeys::default(),

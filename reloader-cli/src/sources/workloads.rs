@@ -1,5 +1,5 @@
 //! Every enabled workload kind, kept in the index as compact views so no event ever needs a
-//! LIST. Workload changes go through the reconciler like resource changes.
+//! LIST. Workload changes go to the state like resource changes.
 
 use std::collections::HashSet;
 use std::fmt::Debug;
@@ -18,12 +18,12 @@ use reloader_workload_openshift::DeploymentConfig;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
-use super::glue::{IndexTarget, Phase, index_watch};
+use super::glue::{IndexTarget, index_watch};
 use super::initial_list::watcher_stream;
 use super::{Watch, api_for, watch_config, watch_name};
 use crate::kinds::ToLoaded;
 use crate::observe::metrics::Metrics;
-use crate::reconcile::Reconciler;
+use crate::state::{Phase, WorkloadState};
 use crate::views::watched_workload_view;
 
 /// The watch of one workload kind in one namespace (or all).
@@ -32,15 +32,10 @@ pub(super) fn watch(
     kind: WorkloadKind,
     namespace: Option<&str>,
     keys: &AnnotationKeys,
-    reconciler: &Arc<Reconciler>,
+    state: Arc<dyn WorkloadState>,
     metrics: &Arc<Metrics>,
 ) -> Watch {
-    let target = WorkloadTarget {
-        reconciler: reconciler.clone(),
-        kind,
-        namespace: namespace.map(String::from),
-        keys: keys.clone(),
-    };
+    let target = WorkloadTarget { state, kind, namespace: namespace.map(String::from), keys: keys.clone() };
     match kind {
         WorkloadKind::Deployment => start::<Deployment>(client, target, metrics),
         WorkloadKind::DaemonSet => start::<DaemonSet>(client, target, metrics),
@@ -70,7 +65,7 @@ where
 }
 
 struct WorkloadTarget {
-    reconciler: Arc<Reconciler>,
+    state: Arc<dyn WorkloadState>,
     kind: WorkloadKind,
     namespace: Option<String>,
     keys: AnnotationKeys,
@@ -82,17 +77,17 @@ impl<K: ToLoaded> IndexTarget<K> for WorkloadTarget {
     fn apply(&mut self, object: K, phase: Phase) -> Option<WorkloadKey> {
         let view = watched_workload_view(object, &self.keys)?;
         let key = view.key.clone();
-        self.reconciler.workload_applied(view, phase);
+        self.state.workload_applied(view, phase);
         Some(key)
     }
 
     fn delete(&mut self, object: K) {
         if let Some(view) = watched_workload_view(object, &self.keys) {
-            self.reconciler.workload_deleted(&view.key);
+            self.state.workload_deleted(&view.key);
         }
     }
 
     fn reset(&mut self, seen: HashSet<WorkloadKey>, _phase: Phase) {
-        self.reconciler.workloads_relisted(self.kind, self.namespace.as_deref(), &seen);
+        self.state.workloads_relisted(self.kind, self.namespace.as_deref(), &seen);
     }
 }
