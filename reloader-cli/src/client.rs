@@ -12,6 +12,10 @@ use kube::client::ClientBuilder;
 use crate::observe::metrics::{Metrics, RestClientMetricsLayer};
 use retry_after::RetryAfterLayer;
 
+/// The field manager of every write to a workload and every Event, so writes are attributed and
+/// the admission webhook can recognise (and let pass) its own controller's patches.
+pub(crate) const FIELD_MANAGER: &str = "Reloader";
+
 /// The configuration found once (KUBECONFIG or in-cluster), and the metrics the clients feed.
 pub(crate) struct Clients {
     config: kube::Config,

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{DynamicObject, ObjectMeta};
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::hash;
-use reloader_core::keys::KeyDigests;
+use reloader_core::model::KeyDigests;
 use reloader_core::model::{ContentHash, ResourceKey, ResourceKind, ResourceVersion};
 use reloader_core::views::ResourceView;
 use reloader_core::views::WorkloadView;

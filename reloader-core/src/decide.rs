@@ -14,9 +14,9 @@ pub use problems::{AnnotationProblem, AnnotationSource, annotation_problems};
 
 use crate::annotations::{ReloadAnnotations, kind_index, parse_go_bool, split_list};
 use crate::hash::DELETE_MARKER_HASH;
-use crate::keys::{KeyDigests, KeySelection, filtered_hash, key_selection};
+use crate::keys::{KeySelection, filtered_hash, key_selection};
 use crate::markers::{MarkerAction, MarkerChange};
-use crate::model::{ContentHash, ReloadStrategy, ResourceKind};
+use crate::model::{ContentHash, KeyDigests, ReloadStrategy, ResourceKind};
 use crate::references::{NoMarkerContainer, marker_container, references_resource};
 use crate::views::{ResourceView, WorkloadView};
 

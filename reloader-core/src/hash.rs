@@ -5,8 +5,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use sha1::{Digest, Sha1};
 
-use crate::keys::KeyDigests;
-use crate::model::ContentHash;
+use crate::model::{ContentHash, KeyDigests};
 
 /// SHA-1 of `__RELOADER_EMPTY_DELETE_MARKER__`: the annotation-strategy marker of a deleted resource.
 pub const DELETE_MARKER_HASH: ContentHash = ContentHash([

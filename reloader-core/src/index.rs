@@ -31,9 +31,9 @@ use crate::decide::{
 };
 use crate::event_plan::EventPlan;
 use crate::hash::DELETE_MARKER_HASH;
-use crate::keys::{KeyDigests, marker_hash};
+use crate::keys::marker_hash;
 use crate::markers::MarkerChange;
-use crate::model::{ContentHash, ResourceKey, ResourceKind, ResourceVersion, WorkloadKey};
+use crate::model::{ContentHash, KeyDigests, ResourceKey, ResourceKind, ResourceVersion, WorkloadKey};
 use crate::views::{ResourceView, WorkloadView};
 
 /// What `upsert_resource` changed.

@@ -26,34 +26,11 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::model::{ContentHash, ResourceKind};
+use crate::model::{ContentHash, KeyDigests, KeyUse, ResourceKind};
 use crate::views::{ResourceView, WorkloadView};
 
 /// The value that filters every resource to the keys the pod spec references one by one.
 pub const REFERENCED: &str = "referenced";
-
-/// Per-key digests of a ConfigMap/Secret, sorted by key: what a filter hashes.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct KeyDigests(Box<[(Box<str>, ContentHash)]>);
-
-impl KeyDigests {
-    /// From `(key, digest)` pairs in any order.
-    pub fn new(mut digests: Vec<(Box<str>, ContentHash)>) -> Self {
-        digests.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        KeyDigests(digests.into_boxed_slice())
-    }
-
-    pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().map(|(k, _)| &**k)
-    }
-
-    fn selected<'a>(
-        &'a self,
-        selection: &'a KeySelection,
-    ) -> impl Iterator<Item = &'a (Box<str>, ContentHash)> {
-        self.0.iter().filter(move |(k, _)| selection.matches(k))
-    }
-}
 
 /// One pattern of a filter entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -193,16 +170,8 @@ impl KeySelection {
 
     /// The keys of `digests` this selection hashes.
     pub fn hashed_keys<'a>(&'a self, digests: &'a KeyDigests) -> impl Iterator<Item = &'a str> {
-        digests.selected(self).map(|(k, _)| &**k)
+        selected(digests, self).map(|(k, _)| &**k)
     }
-}
-
-/// One key of a resource the pod spec reads (`key: None`: the resource is used whole).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct KeyUse {
-    pub(crate) kind: ResourceKind,
-    pub(crate) name: Box<str>,
-    pub(crate) key: Option<Box<str>>,
 }
 
 /// The raw filter annotation a workload carries for `kind` (SecretProviderClasses have none).
@@ -238,7 +207,7 @@ pub fn key_selection(workload: &WorkloadView, kind: ResourceKind, name: &str) ->
 
 /// SHA-1 over the sorted hex digests of the selected keys, joined by `;`.
 pub fn filtered_hash(digests: &KeyDigests, selection: &KeySelection) -> ContentHash {
-    let mut hexes: Vec<String> = digests.selected(selection).map(|(_, d)| d.to_hex()).collect();
+    let mut hexes: Vec<String> = selected(digests, selection).map(|(_, d)| d.to_hex()).collect();
     hexes.sort_unstable();
     crate::hash::sha1(hexes.join(";").as_bytes())
 }
@@ -254,3 +223,11 @@ pub fn marker_hash(workload: &WorkloadView, resource: &ResourceView) -> ContentH
 
 #[cfg(test)]
 mod tests;
+
+/// The digests of the keys `selection` takes.
+fn selected<'a>(
+    digests: &'a KeyDigests,
+    selection: &'a KeySelection,
+) -> impl Iterator<Item = &'a (Box<str>, ContentHash)> {
+    digests.entries().iter().filter(move |(k, _)| selection.matches(k))
+}

@@ -301,3 +301,31 @@ impl ReloadStrategy {
         }
     }
 }
+
+/// Per-key digests of a ConfigMap/Secret, sorted by key: what a filter hashes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyDigests(Box<[(Box<str>, ContentHash)]>);
+
+impl KeyDigests {
+    /// From `(key, digest)` pairs in any order.
+    pub fn new(mut digests: Vec<(Box<str>, ContentHash)>) -> Self {
+        digests.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        KeyDigests(digests.into_boxed_slice())
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(k, _)| &**k)
+    }
+
+    pub(crate) fn entries(&self) -> &[(Box<str>, ContentHash)] {
+        &self.0
+    }
+}
+
+/// One key of a resource the pod spec reads (`key: None`: the resource is used whole).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct KeyUse {
+    pub(crate) kind: ResourceKind,
+    pub(crate) name: Box<str>,
+    pub(crate) key: Option<Box<str>>,
+}

@@ -3,9 +3,7 @@
 
 use k8s_openapi::api::core::v1::{Container, KeyToPath, PodSpec};
 
-use crate::keys::KeyUse;
-
-use crate::model::{ContainerRef, RefVia, Reference, ResourceKind};
+use crate::model::{ContainerRef, KeyUse, RefVia, Reference, ResourceKind};
 
 /// Every use of a resource by `spec`, regular containers before init containers, volumes
 /// before env. A volume reference names the first container mounting it (regular first).

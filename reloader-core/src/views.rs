@@ -10,9 +10,10 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::annotations::{AnnotationKeys, ReloadAnnotations};
-use crate::keys::{KeyDigests, KeyUse};
 use crate::markers::{Markers, template_containers};
-use crate::model::{ContentHash, Reference, ResourceKey, ResourceVersion, Uid, WorkloadKey, WorkloadKind};
+use crate::model::{
+    ContentHash, KeyDigests, KeyUse, Reference, ResourceKey, ResourceVersion, Uid, WorkloadKey, WorkloadKind,
+};
 use crate::references::{discover_key_uses, discover_references};
 
 /// What the index keeps of a ConfigMap/Secret/SecretProviderClass: no data at all.

@@ -18,7 +18,7 @@ use serde_json::Value;
 use tracing::{debug, info, warn};
 
 use super::AdmissionState;
-use crate::executor::FIELD_MANAGER;
+use crate::client::FIELD_MANAGER;
 use crate::observe::metrics::AdmissionOutcome as Outcome;
 
 /// The response to `request`: always allowed; with a patch when markers are added.

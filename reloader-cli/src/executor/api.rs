@@ -11,10 +11,6 @@ use serde_json::Value;
 
 use crate::kinds::Loaded;
 
-/// The field manager of every write, so writes are attributed and the admission webhook can
-/// recognise (and let pass) its own controller's patches.
-pub(crate) const FIELD_MANAGER: &str = "Reloader";
-
 #[async_trait]
 pub(crate) trait WorkloadApi: Send + Sync {
     /// GETs a workload as its backend type; `None` when it no longer exists.

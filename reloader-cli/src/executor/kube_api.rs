@@ -8,7 +8,8 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use reloader_core::model::WorkloadKey;
 use serde_json::Value;
 
-use super::api::{FIELD_MANAGER, WorkloadApi};
+use super::api::WorkloadApi;
+use crate::client::FIELD_MANAGER;
 use crate::kinds::{self, Loaded, api_resource, load};
 
 pub(crate) struct KubeWorkloadApi {

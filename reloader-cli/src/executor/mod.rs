@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, debug, error, warn};
 
-pub(crate) use api::{FIELD_MANAGER, WorkloadApi, WorkloadViews};
+pub(crate) use api::{WorkloadApi, WorkloadViews};
 pub(crate) use kube_api::KubeWorkloadApi;
 use rate_limit::RateLimiter;
 use writer::Writer;

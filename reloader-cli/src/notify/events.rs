@@ -20,7 +20,7 @@ use reloader_core::model::{ResourceKey, ResourceKind, WorkloadKey};
 use tokio::sync::mpsc;
 use tracing::{Instrument as _, debug, warn};
 
-use crate::executor::FIELD_MANAGER;
+use crate::client::FIELD_MANAGER;
 use crate::observe::trace;
 
 /// Events waiting for delivery; beyond this, new ones are dropped (and logged).

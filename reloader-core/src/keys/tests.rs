@@ -201,11 +201,11 @@ fn selection_per_annotation_form() {
 fn key_digests_hash_what_the_whole_hash_reads() {
     let (_, cm) = configmap_hashes([("a", "1")], [("bin", &[0xffu8, 0x00][..])]);
     assert_eq!(
-        cm.0.iter().map(|(k, d)| (&**k, *d)).collect::<Vec<_>>(),
+        cm.entries().iter().map(|(k, d)| (&**k, *d)).collect::<Vec<_>>(),
         [("a", sha1(b"a=1")), ("bin", sha1(b"bin=/wA="))]
     );
     let (_, secret) = secret_hashes([("password", &b"hunter2"[..])]);
-    assert_eq!(secret.0[0].1, sha1(b"password=hunter2"));
+    assert_eq!(secret.entries()[0].1, sha1(b"password=hunter2"));
 }
 
 /// A tiny xorshift generator: random enough to vary values, no dependency.
