@@ -52,10 +52,12 @@ async fn post(ctx: &Arc<AdmissionState>, headers: HeaderMap, body: Body) -> (Sta
     )
 }
 
+/// `reloader_admission_rejected_total{reason}`; a series not exposed fails the test.
 fn rejected(ctx: &AdmissionState, reason: &str) -> u64 {
     let text = ctx.metrics.encode();
     let sample = format!("reloader_admission_rejected_total{{reason=\"{reason}\"}} ");
-    text.lines().find_map(|line| line.strip_prefix(&sample)).map_or(0, |n| n.trim().parse().unwrap())
+    let value = text.lines().find_map(|line| line.strip_prefix(&sample));
+    value.unwrap_or_else(|| panic!("no series {sample}in /metrics:\n{text}")).trim().parse().unwrap()
 }
 
 #[tokio::test]

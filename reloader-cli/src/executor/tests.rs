@@ -378,12 +378,15 @@ impl Harness {
     }
 
     /// The value of one sample line, e.g. `reloader_retries_total`; 0 when absent.
-    fn sample(&self, series: &str) -> f64 {
+    /// The value of `series` (name and labels as exposed); `None`, never zero, when it is not
+    /// exposed, so a renamed series or label fails every row that expects a value.
+    fn sample(&self, series: &str) -> Option<f64> {
         let text = self.metrics.encode();
-        text.lines()
+        let value = text
+            .lines()
             .filter(|l| !l.starts_with('#'))
-            .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
-            .map_or(0.0, |v| v.parse().unwrap())
+            .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')));
+        value.map(|v| v.parse().unwrap())
     }
 
     fn reasons(&self) -> Vec<EventReason> {
@@ -413,8 +416,8 @@ struct WriteCase {
     patches: usize,
     events: &'static [EventReason],
     alerts: usize,
-    /// Sample lines expected with their values.
-    samples: &'static [(&'static str, f64)],
+    /// Sample lines expected with their values; `None`: not exposed.
+    samples: &'static [(&'static str, Option<f64>)],
 }
 
 /// The Deployment the API holds when the write starts.
@@ -440,13 +443,13 @@ const WRITE_CASES: &[WriteCase] = &[
         events: &[EventReason::Reloaded],
         alerts: 1,
         samples: &[
-            ("reloader_reload_executed_total{success=\"true\"}", 1.0),
-            ("reloader_action_total{workload_kind=\"Deployment\",result=\"success\"}", 1.0),
-            ("reloader_action_latency_seconds_count{workload_kind=\"Deployment\"}", 1.0),
-            ("reloader_reload_latency_seconds_count", 1.0),
-            ("reloader_retries_total", 0.0),
-            ("reloader_workqueue_adds_total", 1.0),
-            ("reloader_workqueue_latency_seconds_count", 1.0),
+            ("reloader_reload_executed_total{success=\"true\"}", Some(1.0)),
+            ("reloader_action_total{workload_kind=\"Deployment\",result=\"success\"}", Some(1.0)),
+            ("reloader_action_latency_seconds_count{workload_kind=\"Deployment\"}", Some(1.0)),
+            ("reloader_reload_latency_seconds_count", Some(1.0)),
+            ("reloader_retries_total", Some(0.0)),
+            ("reloader_workqueue_adds_total", Some(1.0)),
+            ("reloader_workqueue_latency_seconds_count", Some(1.0)),
         ],
     },
     WriteCase {
@@ -458,9 +461,9 @@ const WRITE_CASES: &[WriteCase] = &[
         events: &[EventReason::Reloaded],
         alerts: 1,
         samples: &[
-            ("reloader_retries_total", 2.0),
-            ("reloader_reload_executed_total{success=\"true\"}", 1.0),
-            ("reloader_error_types_total{type=\"conflict\"}", 0.0),
+            ("reloader_retries_total", Some(2.0)),
+            ("reloader_reload_executed_total{success=\"true\"}", Some(1.0)),
+            ("reloader_error_types_total{type=\"conflict\"}", None),
         ],
     },
     WriteCase {
@@ -472,11 +475,11 @@ const WRITE_CASES: &[WriteCase] = &[
         events: &[EventReason::ReloadFail],
         alerts: 0,
         samples: &[
-            ("reloader_retries_total", 20.0),
-            ("reloader_error_types_total{type=\"conflict\"}", 1.0),
-            ("reloader_errors_total{type=\"handler_error\"}", 1.0),
-            ("reloader_reload_executed_total{success=\"false\"}", 1.0),
-            ("reloader_action_total{workload_kind=\"Deployment\",result=\"error\"}", 1.0),
+            ("reloader_retries_total", Some(20.0)),
+            ("reloader_error_types_total{type=\"conflict\"}", Some(1.0)),
+            ("reloader_errors_total{type=\"handler_error\"}", Some(1.0)),
+            ("reloader_reload_executed_total{success=\"false\"}", Some(1.0)),
+            ("reloader_action_total{workload_kind=\"Deployment\",result=\"error\"}", Some(1.0)),
         ],
     },
     WriteCase {
@@ -488,8 +491,8 @@ const WRITE_CASES: &[WriteCase] = &[
         events: &[EventReason::Reloaded],
         alerts: 1,
         samples: &[
-            ("reloader_retries_total", 2.0),
-            ("reloader_reload_executed_total{success=\"true\"}", 1.0),
+            ("reloader_retries_total", Some(2.0)),
+            ("reloader_reload_executed_total{success=\"true\"}", Some(1.0)),
         ],
     },
     WriteCase {
@@ -500,7 +503,7 @@ const WRITE_CASES: &[WriteCase] = &[
         patches: 2,
         events: &[EventReason::Reloaded],
         alerts: 1,
-        samples: &[("reloader_retries_total", 1.0)],
+        samples: &[("reloader_retries_total", Some(1.0))],
     },
     WriteCase {
         name: "transient errors give up after 5 retries",
@@ -510,7 +513,10 @@ const WRITE_CASES: &[WriteCase] = &[
         patches: 6,
         events: &[EventReason::ReloadFail],
         alerts: 0,
-        samples: &[("reloader_retries_total", 5.0), ("reloader_error_types_total{type=\"api\"}", 1.0)],
+        samples: &[
+            ("reloader_retries_total", Some(5.0)),
+            ("reloader_error_types_total{type=\"api\"}", Some(1.0)),
+        ],
     },
     WriteCase {
         name: "forbidden is not retried",
@@ -520,7 +526,10 @@ const WRITE_CASES: &[WriteCase] = &[
         patches: 1,
         events: &[EventReason::ReloadFail],
         alerts: 0,
-        samples: &[("reloader_retries_total", 0.0), ("reloader_error_types_total{type=\"forbidden\"}", 1.0)],
+        samples: &[
+            ("reloader_retries_total", Some(0.0)),
+            ("reloader_error_types_total{type=\"forbidden\"}", Some(1.0)),
+        ],
     },
     WriteCase {
         name: "an invalid patch (422) is an API error, not retried",
@@ -530,7 +539,7 @@ const WRITE_CASES: &[WriteCase] = &[
         patches: 1,
         events: &[EventReason::ReloadFail],
         alerts: 0,
-        samples: &[("reloader_error_types_total{type=\"api\"}", 1.0)],
+        samples: &[("reloader_error_types_total{type=\"api\"}", Some(1.0))],
     },
     WriteCase {
         name: "a workload deleted before its write is skipped",
@@ -541,9 +550,9 @@ const WRITE_CASES: &[WriteCase] = &[
         events: &[],
         alerts: 0,
         samples: &[
-            ("reloader_skip_reasons_total{reason=\"workload_gone\"}", 1.0),
-            ("reloader_reload_executed_total{success=\"true\"}", 0.0),
-            ("reloader_reload_executed_total{success=\"false\"}", 0.0),
+            ("reloader_skip_reasons_total{reason=\"workload_gone\"}", Some(1.0)),
+            ("reloader_reload_executed_total{success=\"true\"}", Some(0.0)),
+            ("reloader_reload_executed_total{success=\"false\"}", Some(0.0)),
         ],
     },
     WriteCase {
@@ -555,8 +564,8 @@ const WRITE_CASES: &[WriteCase] = &[
         events: &[],
         alerts: 0,
         samples: &[
-            ("reloader_skip_reasons_total{reason=\"already_current\"}", 1.0),
-            ("reloader_skipped_total{reason=\"strategy_not_updated\"}", 1.0),
+            ("reloader_skip_reasons_total{reason=\"already_current\"}", Some(1.0)),
+            ("reloader_skipped_total{reason=\"strategy_not_updated\"}", Some(1.0)),
         ],
     },
     WriteCase {
@@ -568,9 +577,9 @@ const WRITE_CASES: &[WriteCase] = &[
         events: &[],
         alerts: 0,
         samples: &[
-            ("reloader_dry_run_writes_total{workload_kind=\"Deployment\"}", 1.0),
-            ("reloader_action_total{workload_kind=\"Deployment\",result=\"dry_run\"}", 0.0),
-            ("reloader_reload_executed_total{success=\"true\"}", 0.0),
+            ("reloader_dry_run_writes_total{workload_kind=\"Deployment\"}", Some(1.0)),
+            ("reloader_action_total{workload_kind=\"Deployment\",result=\"success\"}", None),
+            ("reloader_reload_executed_total{success=\"true\"}", Some(0.0)),
         ],
     },
     WriteCase {
@@ -582,8 +591,8 @@ const WRITE_CASES: &[WriteCase] = &[
         events: &[],
         alerts: 0,
         samples: &[
-            ("reloader_skip_reasons_total{reason=\"not_leader\"}", 1.0),
-            ("reloader_workqueue_adds_total", 0.0),
+            ("reloader_skip_reasons_total{reason=\"not_leader\"}", Some(1.0)),
+            ("reloader_workqueue_adds_total", Some(0.0)),
         ],
     },
 ];
@@ -610,6 +619,15 @@ async fn write_outcomes() {
             assert_eq!(h.sample(series), *value, "{}: {series}\n{}", case.name, h.metrics.encode());
         }
         h.stop().await;
+    }
+    // A series a row expects not exposed is one another row sees with a value: its name and
+    // labels are the ones the code exposes.
+    let exposed: Vec<&str> =
+        WRITE_CASES.iter().flat_map(|c| c.samples).filter(|(_, v)| v.is_some()).map(|(s, _)| *s).collect();
+    for case in WRITE_CASES {
+        for (series, _) in case.samples.iter().filter(|(_, v)| v.is_none()) {
+            assert!(exposed.contains(series), "{}: no row sees {series} exposed", case.name);
+        }
     }
 }
 
@@ -688,7 +706,7 @@ async fn demotion_during_retries_stops_the_write() {
     h.reload(&workload, vec![env_change("cfg", 1)]);
     h.settle(SETTLE).await;
     assert_eq!(h.api.patches().len(), 1, "no retry after losing the lease");
-    assert_eq!(h.sample("reloader_skip_reasons_total{reason=\"not_leader\"}"), 1.0);
+    assert_eq!(h.sample("reloader_skip_reasons_total{reason=\"not_leader\"}"), Some(1.0));
     assert!(h.events.recorded().is_empty());
     h.stop().await;
 }
@@ -701,8 +719,8 @@ async fn demotion_before_the_window_ends_drops_the_queue() {
     h.leader.send_replace(false);
     h.settle(SETTLE).await;
     assert!(h.api.patches().is_empty());
-    assert_eq!(h.sample("reloader_skip_reasons_total{reason=\"not_leader\"}"), 1.0);
-    assert_eq!(h.sample("reloader_workqueue_depth"), 0.0);
+    assert_eq!(h.sample("reloader_skip_reasons_total{reason=\"not_leader\"}"), Some(1.0));
+    assert_eq!(h.sample("reloader_workqueue_depth"), Some(0.0));
     h.stop().await;
 }
 
@@ -802,7 +820,7 @@ async fn coalescing() {
                 );
             }
         }
-        assert_eq!(h.sample("reloader_coalesced_reloads_total"), case.coalesced, "{}", case.name);
+        assert_eq!(h.sample("reloader_coalesced_reloads_total"), Some(case.coalesced), "{}", case.name);
         h.stop().await;
     }
 }
@@ -858,8 +876,8 @@ async fn the_rate_limit_spaces_writes() {
     assert_eq!(h.api.patches().len(), 4);
     h.settle(SETTLE).await;
     assert_eq!(h.api.patches().len(), 6);
-    assert_eq!(h.sample("reloader_write_rate_limit_wait_seconds_count"), 6.0);
-    assert!(h.sample("reloader_write_rate_limit_wait_seconds_sum") >= 1.5);
+    assert_eq!(h.sample("reloader_write_rate_limit_wait_seconds_count"), Some(6.0));
+    assert!(h.sample("reloader_write_rate_limit_wait_seconds_sum").is_some_and(|sum| sum >= 1.5));
     h.stop().await;
 }
 
@@ -873,7 +891,7 @@ async fn without_a_rate_limit_nothing_waits() {
     }
     h.settle(Duration::from_millis(10)).await;
     assert_eq!(h.api.patches().len(), 20);
-    assert_eq!(h.sample("reloader_write_rate_limit_wait_seconds_sum"), 0.0);
+    assert_eq!(h.sample("reloader_write_rate_limit_wait_seconds_sum"), Some(0.0));
     h.stop().await;
 }
 
@@ -1001,7 +1019,7 @@ async fn jobs_are_deleted_and_recreated() {
         assert_eq!(created, case.recreated, "{}: {calls:?}", case.name);
         assert_eq!(h.reasons(), [case.event], "{}", case.name);
         if let Some(series) = case.error_sample {
-            assert_eq!(h.sample(series), 1.0, "{}", case.name);
+            assert_eq!(h.sample(series), Some(1.0), "{}", case.name);
         }
         h.stop().await;
     }
@@ -1078,7 +1096,7 @@ async fn a_reload_and_a_resume_for_one_workload_share_one_turn() {
     h.settle(SETTLE).await;
     let kinds: Vec<&str> = h.api.patches().into_iter().map(|(_, k, _)| k).collect();
     assert_eq!(kinds, ["strategic", "merge"], "the reload first, then the resume");
-    assert_eq!(h.sample("reloader_workqueue_latency_seconds_count"), 1.0);
+    assert_eq!(h.sample("reloader_workqueue_latency_seconds_count"), Some(1.0));
     h.stop().await;
 }
 
