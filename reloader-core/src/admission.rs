@@ -121,35 +121,7 @@ pub fn stamp_markers(
     }
 
     let Some(template) = pod_template(new, pointer) else { return Vec::new() };
-    let mut ops = Vec::new();
-    match opts.strategy {
-        ReloadStrategy::EnvVars => {
-            let present = Markers::read(&template, keys);
-            let mut added: BTreeMap<usize, Vec<Value>> = BTreeMap::new();
-            for (resource, container) in targets {
-                let key = &resource.key;
-                if present.env_value(key.kind, &key.name).is_some() {
-                    continue;
-                }
-                let entry = json!({"name": env_var_name(key.kind, &key.name), "value": marker_hash(view, resource).to_hex()});
-                added.entry(container).or_default().push(entry);
-            }
-            append_env_entries(pointer, template_containers(&template), added, &mut ops);
-        }
-        ReloadStrategy::Annotations => {
-            if template_annotation(&template, &keys.last_reloaded_from).is_none() {
-                ops.push(annotation_marker_op(
-                    &template,
-                    pointer,
-                    view,
-                    (last, last_container),
-                    keys,
-                    now_unix,
-                ));
-            }
-        }
-    }
-    ops
+    template_marker_ops(&template, pointer, view, &targets, opts.strategy, keys, now_unix, Existing::Keep)
 }
 
 /// UPDATE that changes the pod template anyway (docs/beyond-stakater.md §11): the operations that
@@ -174,15 +146,44 @@ pub fn refresh_markers(
     }
     let Some(template) = pod_template(new, pointer) else { return Vec::new() };
     let targets = reload_targets(view, index, opts);
+    template_marker_ops(&template, pointer, view, &targets, opts.strategy, keys, now_unix, Existing::Refresh)
+}
+
+/// What [`template_marker_ops`] does with a marker the template already carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Existing {
+    /// CREATE: the author's marker stays as it is.
+    Keep,
+    /// UPDATE that rolls anyway: a stale marker is brought up to the current hash.
+    Refresh,
+}
+
+/// The operations that record, in the pod template at `pointer`, the current hash of every
+/// resource in `targets` as `strategy` records it: a missing env-var marker is added to its
+/// container (a stale one replaced in place when refreshing); the annotation marker, which names
+/// the last resource, is set unless the template carries one (when refreshing: a current one).
+#[allow(clippy::too_many_arguments)]
+fn template_marker_ops(
+    template: &PodTemplateSpec,
+    pointer: &str,
+    view: &WorkloadView,
+    targets: &[(&ResourceView, usize)],
+    strategy: ReloadStrategy,
+    keys: &AnnotationKeys,
+    now_unix: i64,
+    existing: Existing,
+) -> Vec<Value> {
     let Some(&(last, last_container)) = targets.last() else { return Vec::new() };
     let mut ops = Vec::new();
-    match opts.strategy {
+    match strategy {
         ReloadStrategy::EnvVars => {
-            let containers = template_containers(&template);
+            let containers = template_containers(template);
             let mut added: BTreeMap<usize, Vec<Value>> = BTreeMap::new();
-            for (resource, container) in targets {
-                let (name, hash) =
-                    (env_var_name(resource.key.kind, &resource.key.name), marker_hash(view, resource));
+            for &(resource, container) in targets {
+                let (name, hash) = (
+                    env_var_name(resource.key.kind, &resource.key.name),
+                    marker_hash(view, resource).to_hex(),
+                );
                 let found = containers.iter().enumerate().find_map(|(c, spec)| {
                     spec.env
                         .iter()
@@ -192,30 +193,31 @@ pub fn refresh_markers(
                         .map(|(i, e)| (c, i, e))
                 });
                 match found {
-                    Some((c, i, var)) if var.value.as_deref() != Some(hash.to_hex().as_str()) => {
+                    Some((c, i, var))
+                        if existing == Existing::Refresh && var.value.as_deref() != Some(&hash) =>
+                    {
                         let path = format!("{pointer}/spec/containers/{c}/env/{i}/value");
-                        ops.push(json!({"op": "replace", "path": path, "value": hash.to_hex()}));
+                        ops.push(json!({"op": "replace", "path": path, "value": hash}));
                     }
                     Some(_) => {}
-                    None => added
-                        .entry(container)
-                        .or_default()
-                        .push(json!({"name": name, "value": hash.to_hex()})),
+                    None => added.entry(container).or_default().push(json!({"name": name, "value": hash})),
                 }
             }
             append_env_entries(pointer, containers, added, &mut ops);
         }
         ReloadStrategy::Annotations => {
-            let present = Markers::read(&template, keys);
-            let current = present.annotation.as_ref().is_some_and(|recorded| {
-                targets
-                    .iter()
-                    .any(|(r, _)| r.key == recorded.resource && marker_hash(view, r) == recorded.hash)
-            });
-            if !current {
+            let kept = match existing {
+                Existing::Keep => template_annotation(template, &keys.last_reloaded_from).is_some(),
+                Existing::Refresh => Markers::read(template, keys).annotation.is_some_and(|recorded| {
+                    targets
+                        .iter()
+                        .any(|(r, _)| r.key == recorded.resource && marker_hash(view, r) == recorded.hash)
+                }),
+            };
+            if !kept {
                 // `add` on an existing member replaces it.
                 ops.push(annotation_marker_op(
-                    &template,
+                    template,
                     pointer,
                     view,
                     (last, last_container),
