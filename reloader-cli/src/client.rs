@@ -3,13 +3,12 @@
 
 mod retry_after;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use kube::client::ClientBuilder;
 
-use crate::observe::metrics::{Metrics, RestClientMetricsLayer};
+use crate::observe::metrics::{RestClientMetricsLayer, RestClientStats};
 use retry_after::RetryAfterLayer;
 
 /// The field manager of every write to a workload and every Event, so writes are attributed and
@@ -23,7 +22,7 @@ pub(crate) struct Clients {
 }
 
 impl Clients {
-    pub(crate) async fn infer(metrics: Arc<Metrics>) -> anyhow::Result<Self> {
+    pub(crate) async fn infer(metrics: RestClientStats) -> anyhow::Result<Self> {
         let config = kube::Config::infer()
             .await
             .context("building the Kubernetes client (KUBECONFIG or in-cluster)")?;

@@ -44,7 +44,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         pprof::start_heap_sampling().await;
     }
     let metrics = Metrics::new(options.metrics_count_by_namespace);
-    let clients = Clients::infer(metrics.clone()).await?;
+    let clients = Clients::infer(metrics.rest_client()).await?;
     let client = clients.client()?;
     let health = Health::new();
     let shutdown = CancellationToken::new();
@@ -84,7 +84,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             };
             info!(lease = %config.lease_name, namespace = %config.namespace, %identity, "high availability: campaigning for the lease");
             let (leadership, campaign) =
-                Leadership::elect(election_client, config, metrics.clone(), shutdown.clone());
+                Leadership::elect(election_client, config, metrics.leader(), shutdown.clone());
             // The campaign outlives the shutdown: it releases the Lease once the writes are done.
             supervisor.spawn_service("leader election", async move {
                 campaign.await;
@@ -122,7 +122,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     // Stakater's handler lists (and so counts) workload kinds only when it reloads, never in
     // webhook mode.
     if options.webhook_url.is_none() {
-        metrics.workload_kinds(kinds.iter());
+        metrics.reconcile().workload_kinds(kinds.iter());
     }
     let mut sources_config = SourcesConfig::new(&options);
     let csi = options.enable_csi_integration
@@ -137,6 +137,13 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     }
     let rbac_needs = rbac::required(&options, &kinds, csi);
     let index = Arc::new(RwLock::new(Index::default()));
+    metrics.index_sizes_from({
+        let index = index.clone();
+        Box::new(move || {
+            let stats = index.read().expect("index lock").stats();
+            (stats.resources as u64, stats.workloads as u64)
+        })
+    });
     let scope = ScopeFilter::new(&options.namespace_scope);
     let (recorder, event_delivery) = EventRecorder::new(client.clone());
     // A service: at shutdown it still writes the Events queued (those of the last writes too),
@@ -148,7 +155,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     let events: Arc<dyn EventSink> = Arc::new(recorder);
     let alerts: Option<Arc<dyn AlertQueue>> = match &options.alert {
         Some(cfg) => {
-            let (alerter, delivery) = Alerter::new(cfg, metrics.clone())?;
+            let (alerter, delivery) = Alerter::new(cfg, metrics.notify())?;
             // A service, as the Event recorder: the alerts of the last writes are still sent.
             supervisor.spawn_service("alert delivery", async move {
                 delivery.await;
@@ -167,7 +174,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
                 "webhook mode (--webhook-url): each change is POSTed to the webhook; no workload is ever reloaded"
             );
             let (queue, delivery) =
-                WebhookQueue::new(WebhookNotifier::new(url.expose().to_string(), metrics.clone())?);
+                WebhookQueue::new(WebhookNotifier::new(url.expose().to_string(), metrics.notify())?);
             supervisor.spawn("webhook delivery", async move {
                 delivery.await;
                 Ok(())
@@ -203,7 +210,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
                 events: events.clone(),
                 alerts,
                 leader: leadership.subscribe(),
-                metrics: metrics.clone(),
+                metrics: metrics.writes(),
             },
             shutdown.clone(),
         );
@@ -224,7 +231,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             decide: options.decide_options(),
             // Stamping or keeping markers is a write too: --webhook-url mode makes none.
             dry_run: options.dry_run || notifier.is_some(),
-            metrics: metrics.clone(),
+            metrics: metrics.admission(),
             scope: scope.clone(),
             kinds: kinds.clone(),
             hold: options.coalesce_period,
@@ -241,7 +248,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         index: index.clone(),
         scope: scope.clone(),
         leader: leadership.subscribe(),
-        metrics: metrics.clone(),
+        metrics: metrics.reconcile(),
         queue: queue.clone(),
         notifier: boxed_notifier(),
         events,
@@ -251,7 +258,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
 
     // The watches.
     let mut synced = Vec::new();
-    for watch in sources::watches(&client, &sources_config, &kinds, &reconciler, &scope, &metrics) {
+    for watch in sources::watches(&client, &sources_config, &kinds, &reconciler, &scope, &metrics.watches()) {
         synced.push(watch.synced);
         supervisor.spawn(watch.name, async move {
             watch.task.await;
@@ -289,7 +296,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         standby,
         queue,
         notifier: boxed_notifier(),
-        metrics,
+        metrics: metrics.reconcile(),
         health: health.clone(),
     };
     supervisor.spawn("catch-up", {

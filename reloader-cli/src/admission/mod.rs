@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::kinds::EnabledKinds;
-use crate::observe::metrics::{AdmissionOperation, AdmissionOutcome, Metrics};
+use crate::observe::metrics::{AdmissionMetrics, AdmissionOperation, AdmissionOutcome};
 use crate::scope::ScopeFilter;
 
 use tls::ReloadingCertificate;
@@ -51,7 +51,7 @@ pub(crate) struct AdmissionState {
     pub(crate) scope: ScopeFilter,
     /// The workload kinds this controller rolls.
     pub(crate) kinds: EnabledKinds,
-    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) metrics: AdmissionMetrics,
     /// `--coalesce-period`: how long a release's rollout is held (docs/beyond-stakater.md §11).
     pub(crate) hold: Duration,
 }

@@ -20,17 +20,20 @@ use crate::kinds::EnabledKinds;
 use crate::observe::metrics::Metrics;
 use crate::scope::ScopeFilter;
 
-fn state() -> Arc<AdmissionState> {
-    Arc::new(AdmissionState {
+/// The state, and the registry its metrics are registered on.
+fn state_with_metrics() -> (Arc<AdmissionState>, Arc<Metrics>) {
+    let metrics = Metrics::new(false);
+    let state = Arc::new(AdmissionState {
         index: Arc::new(RwLock::new(Index::default())),
         keys: AnnotationKeys::default(),
         decide: DecideOptions::default(),
         dry_run: false,
         scope: ScopeFilter::new(&NamespaceScope::All { ignore: Vec::new(), selector: None }),
         kinds: EnabledKinds::of(&WorkloadKind::ALL),
-        metrics: Metrics::new(false),
+        metrics: metrics.admission(),
         hold: std::time::Duration::ZERO,
-    })
+    });
+    (state, metrics)
 }
 
 /// The intake tests' review, about `group`/`kind`.
@@ -53,8 +56,8 @@ async fn post(ctx: &Arc<AdmissionState>, headers: HeaderMap, body: Body) -> (Sta
 }
 
 /// `reloader_admission_rejected_total{reason}`; a series not exposed fails the test.
-fn rejected(ctx: &AdmissionState, reason: &str) -> u64 {
-    let text = ctx.metrics.encode();
+fn rejected(metrics: &Metrics, reason: &str) -> u64 {
+    let text = metrics.encode();
     let sample = format!("reloader_admission_rejected_total{{reason=\"{reason}\"}} ");
     let value = text.lines().find_map(|line| line.strip_prefix(&sample));
     value.unwrap_or_else(|| panic!("no series {sample}in /metrics:\n{text}")).trim().parse().unwrap()
@@ -62,7 +65,7 @@ fn rejected(ctx: &AdmissionState, reason: &str) -> u64 {
 
 #[tokio::test]
 async fn hostile_bodies_are_answered_and_counted_by_reason() {
-    let ctx = state();
+    let (ctx, metrics) = state_with_metrics();
     let json = |value: &Value| Body::from(serde_json::to_vec(value).unwrap());
     let mut wrong_version = review("apps", "Deployment");
     wrong_version["apiVersion"] = json!("admission.k8s.io/v1beta1");
@@ -91,10 +94,10 @@ async fn hostile_bodies_are_answered_and_counted_by_reason() {
             assert_eq!(answer["response"]["allowed"], true, "{what}");
         }
     }
-    assert_eq!(rejected(&ctx, "malformed"), 3);
-    assert_eq!(rejected(&ctx, "wrong_kind"), 1);
-    assert_eq!(rejected(&ctx, "too_large"), 1);
-    let text = ctx.metrics.encode();
+    assert_eq!(rejected(&metrics, "malformed"), 3);
+    assert_eq!(rejected(&metrics, "wrong_kind"), 1);
+    assert_eq!(rejected(&metrics, "too_large"), 1);
+    let text = metrics.encode();
     assert!(
         text.contains(r#"reloader_admission_requests_total{operation="unknown",result="error"} 5"#),
         "{text}"
@@ -103,7 +106,7 @@ async fn hostile_bodies_are_answered_and_counted_by_reason() {
 
 #[tokio::test]
 async fn a_declared_length_over_the_limit_is_refused_before_the_body_is_read() {
-    let ctx = state();
+    let (ctx, metrics) = state_with_metrics();
     let mut headers = HeaderMap::new();
     headers.insert(header::CONTENT_LENGTH, (1u64 << 40).into());
     // A body that never ends: answering at all proves it was not read.
@@ -123,5 +126,5 @@ async fn a_declared_length_over_the_limit_is_refused_before_the_body_is_read() {
     );
     let (status, _) = answer.await.expect("answered once past the limit");
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
-    assert_eq!(rejected(&ctx, "too_large"), 2);
+    assert_eq!(rejected(&metrics, "too_large"), 2);
 }

@@ -29,7 +29,7 @@ use writer::Writer;
 
 use crate::notify::alerts::AlertQueue;
 use crate::notify::events::EventSink;
-use crate::observe::metrics::{Metrics, SkipReason};
+use crate::observe::metrics::{SkipReason, WriteMetrics};
 use crate::observe::trace;
 
 /// Concurrent writes in flight (each to a different workload).
@@ -65,7 +65,7 @@ pub(crate) struct ExecutorIo {
     pub(crate) alerts: Option<Arc<dyn AlertQueue>>,
     /// True while this replica holds the lease (always true without HA).
     pub(crate) leader: watch::Receiver<bool>,
-    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) metrics: WriteMetrics,
 }
 
 /// The handle that queues work; cheap to clone.
@@ -77,7 +77,7 @@ pub(crate) struct Executor {
 struct Inner {
     coalesce_period: Duration,
     leader: watch::Receiver<bool>,
-    metrics: Arc<Metrics>,
+    metrics: WriteMetrics,
     writer: Writer,
     state: Mutex<QueueState>,
     wake: Notify,

@@ -26,6 +26,7 @@ use super::*;
 use crate::kinds::Loaded;
 use crate::notify::alerts::ReloadNotice;
 use crate::notify::events::{EventReason, EventSource, EventTarget, WorkloadEvent};
+use crate::observe::metrics::Metrics;
 use crate::views::workload_view;
 
 const NS: &str = "team-a";
@@ -353,7 +354,7 @@ fn start(setup: Setup) -> Harness {
             events: events.clone(),
             alerts: Some(alerts.clone()),
             leader: leader_rx,
-            metrics: metrics.clone(),
+            metrics: metrics.writes(),
         },
         shutdown.clone(),
     );

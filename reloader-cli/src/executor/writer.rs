@@ -22,7 +22,7 @@ use super::api::{WorkloadApi, WorkloadViews};
 use crate::kinds::Loaded;
 use crate::notify::alerts::{AlertQueue, ReloadNotice};
 use crate::notify::events::{EventSink, EventTarget, WorkloadEvent};
-use crate::observe::metrics::{ActionResult, ErrorType, Metrics, SkipReason};
+use crate::observe::metrics::{ActionResult, ErrorType, SkipReason, WriteMetrics};
 use crate::views::workload_view;
 
 /// Enough, with [`conflict_pause`], to outlast a writer updating the object in a tight loop.
@@ -143,7 +143,7 @@ pub(crate) struct Writer {
     pub(crate) views: Arc<dyn WorkloadViews>,
     pub(crate) events: Arc<dyn EventSink>,
     pub(crate) alerts: Option<Arc<dyn AlertQueue>>,
-    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) metrics: WriteMetrics,
     /// True while this replica holds the lease.
     pub(crate) leader: watch::Receiver<bool>,
     pub(crate) keys: AnnotationKeys,

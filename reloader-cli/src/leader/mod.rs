@@ -19,7 +19,6 @@ mod observed;
 #[cfg(test)]
 mod tests;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
@@ -33,7 +32,7 @@ use tracing::{debug, info, warn};
 
 pub use lock::{CasLeaseLock, ElectionLock};
 
-use crate::observe::metrics::Metrics;
+use crate::observe::metrics::LeaderMetrics;
 
 /// Consecutive failed rounds between two warnings while the Lease API is unreachable.
 const WARN_EVERY_FAILURES: u32 = 10;
@@ -79,7 +78,7 @@ impl Leadership {
     pub(crate) fn elect(
         client: Client,
         config: ElectionConfig,
-        metrics: Arc<Metrics>,
+        metrics: LeaderMetrics,
         shutdown: CancellationToken,
     ) -> (Self, impl Future<Output = ()> + Send + 'static) {
         let params = LeaseLockParams {
@@ -95,7 +94,7 @@ impl Leadership {
     pub(crate) fn elect_with<L: ElectionLock>(
         lock: L,
         config: ElectionConfig,
-        metrics: Arc<Metrics>,
+        metrics: LeaderMetrics,
         shutdown: CancellationToken,
     ) -> (Self, impl Future<Output = ()> + Send + 'static) {
         let (tx, rx) = watch::channel(false);
@@ -146,7 +145,7 @@ impl Demotion {
 struct Campaign<L> {
     lock: L,
     config: ElectionConfig,
-    metrics: Arc<Metrics>,
+    metrics: LeaderMetrics,
     tx: watch::Sender<bool>,
     failures: u32,
 }

@@ -112,7 +112,7 @@ fn candidate(answer: Answer, release_on_cancel: bool) -> Candidate {
         release_on_cancel,
     };
     let (leadership, campaign) =
-        Leadership::elect_with(lock.clone(), config, metrics.clone(), shutdown.clone());
+        Leadership::elect_with(lock.clone(), config, metrics.leader(), shutdown.clone());
     tokio::spawn(campaign);
     Candidate { lock, leadership, metrics, shutdown }
 }

@@ -6,7 +6,6 @@
 //! never delays a reload; when the queue is full the alert is dropped, logged and counted.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -19,7 +18,7 @@ use serde::Serialize;
 use tracing::Instrument as _;
 
 use crate::notify::webhook::{Backoff, http_client_builder, notify_span, post_with_retries};
-use crate::observe::metrics::{Metrics, NotificationChannel};
+use crate::observe::metrics::{NotificationChannel, NotifyMetrics};
 use crate::observe::trace;
 
 /// Alerts waiting for delivery; beyond this, new ones are dropped.
@@ -47,7 +46,7 @@ pub(crate) struct Alerter {
     /// Each notice with the trace context of the reload it reports.
     queue: mpsc::Sender<(ReloadNotice, opentelemetry::Context)>,
     channel: NotificationChannel,
-    metrics: Arc<Metrics>,
+    metrics: NotifyMetrics,
 }
 
 impl Alerter {
@@ -55,7 +54,7 @@ impl Alerter {
     /// owns and runs; it ends when every handle is gone.
     pub(crate) fn new(
         cfg: &AlertConfig,
-        metrics: Arc<Metrics>,
+        metrics: NotifyMetrics,
     ) -> anyhow::Result<(Self, impl Future<Output = ()> + Send + 'static)> {
         // Not echoed: the URL may be a bearer token.
         let url = reqwest::Url::parse(cfg.url.expose()).context("ALERT_WEBHOOK_URL is not a valid URL")?;
@@ -107,7 +106,7 @@ struct Delivery {
     sink: AlertSink,
     additional_info: Option<String>,
     channel: NotificationChannel,
-    metrics: Arc<Metrics>,
+    metrics: NotifyMetrics,
 }
 
 impl Delivery {

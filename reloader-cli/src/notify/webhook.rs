@@ -6,7 +6,6 @@
 //! is dropped, logged and counted.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -14,7 +13,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
-use crate::observe::metrics::{EventType, Metrics, NotificationChannel};
+use crate::observe::metrics::{EventType, NotificationChannel, NotifyMetrics};
 use crate::observe::trace;
 
 /// Notices waiting for the webhook; beyond this, new ones are dropped.
@@ -76,11 +75,11 @@ impl WebhookError {
 pub(crate) struct WebhookNotifier {
     client: reqwest::Client,
     url: reqwest::Url,
-    metrics: Arc<Metrics>,
+    metrics: NotifyMetrics,
 }
 
 impl WebhookNotifier {
-    pub(crate) fn new(url: String, metrics: Arc<Metrics>) -> anyhow::Result<Self> {
+    pub(crate) fn new(url: String, metrics: NotifyMetrics) -> anyhow::Result<Self> {
         // The URL is not echoed: it may carry a token.
         let url = reqwest::Url::parse(&url).context("--webhook-url is not a valid URL")?;
         Ok(Self { client: http_client(None)?, url, metrics })
@@ -118,7 +117,7 @@ impl WebhookNotifier {
 pub(crate) struct WebhookQueue {
     /// Each notice with the trace context of the change it announces.
     queue: mpsc::Sender<(ResourceNotice, opentelemetry::Context)>,
-    metrics: Arc<Metrics>,
+    metrics: NotifyMetrics,
 }
 
 impl WebhookQueue {

@@ -158,7 +158,7 @@ mod tests {
     #[tokio::test]
     async fn serves_metrics_and_probes() {
         let metrics = Metrics::new(false);
-        metrics.reload_executed(true, "default");
+        metrics.writes().reload_executed(true, "default");
         let health = Health::new();
         let server = start(metrics, health.clone()).await;
 

@@ -26,7 +26,7 @@ use super::standby::{SeenChange, StandbyChanges};
 use super::{ResourceNotifier, WorkQueue, notice};
 use crate::executor::Work;
 use crate::observe::http::Health;
-use crate::observe::metrics::{EventType, Metrics, SkipReason};
+use crate::observe::metrics::{EventType, ReconcileMetrics, SkipReason};
 use crate::scope::ScopeFilter;
 use crate::state::Synced;
 
@@ -59,7 +59,7 @@ pub(crate) struct CatchUp {
     pub(crate) queue: Arc<dyn WorkQueue>,
     /// `--webhook-url`: announce instead of writing.
     pub(crate) notifier: Option<Box<dyn ResourceNotifier>>,
-    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) metrics: ReconcileMetrics,
     pub(crate) health: Health,
 }
 
@@ -72,7 +72,6 @@ impl CatchUp {
             let _ = rx.wait_for(|done| *done).await;
         }
         let stats = self.index.read().expect("index lock").stats();
-        self.metrics.set_index_sizes(stats.resources as u64, stats.workloads as u64);
         info!(
             resources = stats.resources,
             workloads = stats.workloads,

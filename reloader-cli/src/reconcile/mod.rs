@@ -31,7 +31,7 @@ use self::standby::StandbyChanges;
 use crate::executor::{Executor, Work};
 use crate::notify::events::{EventSink, EventTarget, WorkloadEvent};
 use crate::notify::webhook::{ResourceNotice, WebhookQueue};
-use crate::observe::metrics::{EventType, Metrics, ProcessResult, SkipReason};
+use crate::observe::metrics::{EventType, ProcessResult, ReconcileMetrics, SkipReason};
 use crate::scope::ScopeFilter;
 use crate::state::{Phase, ResourceState, WorkloadState};
 
@@ -120,7 +120,7 @@ pub(crate) struct Reconciler {
     pub(crate) scope: ScopeFilter,
     /// True while this replica holds the lease (always true without HA).
     pub(crate) leader: watch::Receiver<bool>,
-    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) metrics: ReconcileMetrics,
     pub(crate) queue: Arc<dyn WorkQueue>,
     pub(crate) notifier: Option<Box<dyn ResourceNotifier>>,
     /// Where `InvalidAnnotation` Events go.
@@ -210,8 +210,6 @@ impl ResourceState for Reconciler {
                 self.resource_deleted(ResourceView { version: None, ..view });
             }
         }
-        let stats = self.index.read().expect("index lock").stats();
-        self.metrics.set_index_sizes(stats.resources as u64, stats.workloads as u64);
     }
 }
 

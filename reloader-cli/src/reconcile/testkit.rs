@@ -123,7 +123,7 @@ pub(crate) fn stage(setup: &Setup, workloads: &[WorkloadView], resources: &[Reso
         index: Arc::new(RwLock::new(index)),
         scope,
         leader,
-        metrics: metrics.clone(),
+        metrics: metrics.reconcile(),
         queue: queue.clone(),
         notifier: None,
         events: events.clone(),

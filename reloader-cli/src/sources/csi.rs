@@ -21,7 +21,7 @@ use super::glue::{IndexTarget, index_watch};
 use super::initial_list::watcher_stream;
 use super::{Watch, watch_config, watch_name};
 use crate::kinds::{spc_pod_status_resource, spc_resource};
-use crate::observe::metrics::Metrics;
+use crate::observe::metrics::WatchMetrics;
 use crate::state::{CsiState, Phase, WatchedState};
 use crate::views::{ClassFlags, spc_key, spc_view};
 
@@ -63,7 +63,7 @@ pub(super) fn watches(
     namespace: Option<&str>,
     keys: &AnnotationKeys,
     state: &Arc<impl WatchedState + 'static>,
-    metrics: &Arc<Metrics>,
+    metrics: &WatchMetrics,
 ) -> Vec<Watch> {
     let flags = ClassFlagMap::default();
     let classes = ClassTarget {
@@ -99,7 +99,7 @@ fn start<T>(
     namespace: Option<&str>,
     what: &str,
     target: T,
-    metrics: &Arc<Metrics>,
+    metrics: &WatchMetrics,
     after: Option<watch::Receiver<bool>>,
 ) -> Watch
 where

@@ -16,7 +16,7 @@ use kube::runtime::watcher;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use crate::observe::metrics::{ErrorType, Metrics};
+use crate::observe::metrics::{ErrorType, WatchMetrics};
 use crate::state::Phase;
 
 /// What a watch feeds: one kind of object, in one namespace or all.
@@ -41,7 +41,7 @@ pub(crate) async fn index_watch<K, T>(
     stream: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
     mut target: T,
     synced: watch::Sender<bool>,
-    metrics: &Metrics,
+    metrics: &WatchMetrics,
 ) where
     T: IndexTarget<K>,
 {
@@ -131,9 +131,15 @@ mod tests {
     fn run(events: Vec<Result<watcher::Event<&'static str>, watcher::Error>>) -> (Vec<String>, bool, String) {
         let mut recorder = Recorder::default();
         let (tx, rx) = watch::channel(false);
-        let metrics = Metrics::new(false);
+        let metrics = crate::observe::metrics::Metrics::new(false);
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        rt.block_on(index_watch("test", futures::stream::iter(events), &mut recorder, tx, &metrics));
+        rt.block_on(index_watch(
+            "test",
+            futures::stream::iter(events),
+            &mut recorder,
+            tx,
+            &metrics.watches(),
+        ));
         let synced = *rx.borrow();
         (recorder.0, synced, Arc::clone(&metrics).encode())
     }

@@ -21,7 +21,7 @@ use reloader_core::options::{IgnoredResources, NamespaceScope, Options};
 use reloader_core::selector::LabelSelector;
 
 use crate::kinds::EnabledKinds;
-use crate::observe::metrics::Metrics;
+use crate::observe::metrics::WatchMetrics;
 use crate::scope::ScopeFilter;
 use crate::state::{Synced, WatchedState};
 
@@ -79,7 +79,7 @@ pub(crate) fn watches(
     kinds: &EnabledKinds,
     state: &Arc<impl WatchedState + 'static>,
     scope: &ScopeFilter,
-    metrics: &Arc<Metrics>,
+    metrics: &WatchMetrics,
 ) -> Vec<Watch> {
     let mut watches = Vec::new();
     if let Some(selector) = &config.namespace_selector {

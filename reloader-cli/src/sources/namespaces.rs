@@ -2,7 +2,6 @@
 //! runtime takes effect for the next change (metadata only: nothing else is needed).
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use futures::FutureExt as _;
 use k8s_openapi::api::core::v1::Namespace;
@@ -16,7 +15,7 @@ use tracing::info;
 use super::Watch;
 use super::glue::{IndexTarget, index_watch};
 use super::initial_list::watcher_stream;
-use crate::observe::metrics::{EventType, Metrics, ResourceType};
+use crate::observe::metrics::{EventType, ResourceType, WatchMetrics};
 use crate::scope::ScopeFilter;
 use crate::state::Phase;
 
@@ -24,7 +23,7 @@ pub(super) fn watch(
     client: &Client,
     selector: LabelSelector,
     scope: ScopeFilter,
-    metrics: Arc<Metrics>,
+    metrics: WatchMetrics,
 ) -> Watch {
     let api: Api<PartialObjectMeta<Namespace>> = Api::all(client.clone());
     let name = "namespace watch".to_owned();
@@ -39,7 +38,7 @@ pub(super) fn watch(
 struct NamespaceTarget {
     selector: LabelSelector,
     scope: ScopeFilter,
-    metrics: Arc<Metrics>,
+    metrics: WatchMetrics,
 }
 
 impl NamespaceTarget {

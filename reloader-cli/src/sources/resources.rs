@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use super::glue::{IndexTarget, index_watch};
 use super::initial_list::watcher_stream;
 use super::{SourcesConfig, Watch, api_for, watch_config, watch_name};
-use crate::observe::metrics::Metrics;
+use crate::observe::metrics::WatchMetrics;
 use crate::state::{Phase, ResourceState, WatchedState};
 use crate::views::{configmap_view, secret_view};
 
@@ -32,7 +32,7 @@ pub(super) fn watches(
     config: &SourcesConfig,
     namespace: Option<&str>,
     state: &Arc<impl WatchedState + 'static>,
-    metrics: &Arc<Metrics>,
+    metrics: &WatchMetrics,
 ) -> Vec<Watch> {
     let label_selector = config.resource_label_selector.as_deref();
     fn target<K>(
@@ -72,7 +72,7 @@ pub(super) fn watches(
     watches
 }
 
-fn start<K>(api: Api<K>, cfg: watcher::Config, target: ResourceTarget<K>, metrics: &Arc<Metrics>) -> Watch
+fn start<K>(api: Api<K>, cfg: watcher::Config, target: ResourceTarget<K>, metrics: &WatchMetrics) -> Watch
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
@@ -158,7 +158,7 @@ mod tests {
         ];
         let events = futures::stream::iter(listed).chain(futures::stream::pending());
         let (synced_tx, _synced) = watch::channel(false);
-        let metrics = Metrics::new(false);
+        let metrics = crate::observe::metrics::Metrics::new(false).watches();
         let task =
             async move { index_watch("ConfigMap watch", events, target, synced_tx, &metrics).await }.boxed();
 

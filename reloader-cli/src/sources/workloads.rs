@@ -22,7 +22,7 @@ use super::glue::{IndexTarget, index_watch};
 use super::initial_list::watcher_stream;
 use super::{Watch, api_for, watch_config, watch_name};
 use crate::kinds::ToLoaded;
-use crate::observe::metrics::Metrics;
+use crate::observe::metrics::WatchMetrics;
 use crate::state::{Phase, WorkloadState};
 use crate::views::watched_workload_view;
 
@@ -33,7 +33,7 @@ pub(super) fn watch(
     namespace: Option<&str>,
     keys: &AnnotationKeys,
     state: Arc<dyn WorkloadState>,
-    metrics: &Arc<Metrics>,
+    metrics: &WatchMetrics,
 ) -> Watch {
     let target = WorkloadTarget { state, kind, namespace: namespace.map(String::from), keys: keys.clone() };
     match kind {
@@ -47,7 +47,7 @@ pub(super) fn watch(
     }
 }
 
-fn start<K>(client: &Client, target: WorkloadTarget, metrics: &Arc<Metrics>) -> Watch
+fn start<K>(client: &Client, target: WorkloadTarget, metrics: &WatchMetrics) -> Watch
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope> + ToLoaded,
     K: Clone + DeserializeOwned + Debug + Send + 'static,

@@ -2,8 +2,11 @@ use std::time::{Duration, Instant};
 
 use reloader_core::model::{ResourceKind, WorkloadKind};
 
+use std::sync::Arc;
+
 use super::*;
 use crate::notify::webhook::tests::CaptureServer;
+use crate::observe::metrics::Metrics;
 
 /// A value that stands for Secret data: it must never reach a sink.
 const PLANTED_SECRET: &str = "planted-s3cret-value-7f3a";
@@ -183,7 +186,7 @@ async fn wait_for_metric(metrics: &Metrics, line: &str) {
 
 /// The alerter, its delivery loop running on the test runtime.
 fn start_alerter(cfg: &AlertConfig, metrics: Arc<Metrics>) -> Alerter {
-    let (alerter, delivery) = Alerter::new(cfg, metrics).unwrap();
+    let (alerter, delivery) = Alerter::new(cfg, metrics.notify()).unwrap();
     tokio::spawn(delivery);
     alerter
 }

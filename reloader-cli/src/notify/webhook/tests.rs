@@ -9,6 +9,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 
 use super::*;
+use crate::observe::metrics::Metrics;
 
 /// One request as the capture server saw it.
 #[derive(Debug, Clone)]
@@ -94,7 +95,7 @@ fn notification_count(metrics: &Metrics, success: bool) -> Option<String> {
 async fn posts_the_resource_details_as_json() {
     let server = CaptureServer::start(&[]).await;
     let metrics = Metrics::new(false);
-    let notifier = WebhookNotifier::new(server.url.clone(), metrics.clone()).unwrap();
+    let notifier = WebhookNotifier::new(server.url.clone(), metrics.notify()).unwrap();
     notifier.notify(&notice()).await.unwrap();
 
     let requests = server.requests();
@@ -120,7 +121,7 @@ async fn retries_server_errors_with_backoff_until_success() {
     let server =
         CaptureServer::start(&[StatusCode::INTERNAL_SERVER_ERROR, StatusCode::TOO_MANY_REQUESTS]).await;
     let metrics = Metrics::new(false);
-    let notifier = WebhookNotifier::new(server.url.clone(), metrics.clone()).unwrap();
+    let notifier = WebhookNotifier::new(server.url.clone(), metrics.notify()).unwrap();
     let started = Instant::now();
     notifier.notify(&notice()).await.unwrap();
 
@@ -135,7 +136,7 @@ async fn retries_server_errors_with_backoff_until_success() {
 async fn client_errors_are_not_retried() {
     let server = CaptureServer::start(&[StatusCode::BAD_REQUEST]).await;
     let metrics = Metrics::new(false);
-    let notifier = WebhookNotifier::new(server.url.clone(), metrics.clone()).unwrap();
+    let notifier = WebhookNotifier::new(server.url.clone(), metrics.notify()).unwrap();
     let error = notifier.notify(&notice()).await.unwrap_err();
 
     assert!(matches!(error, WebhookError::Status { status: 400, attempts: 1 }), "{error:?}");
@@ -149,7 +150,7 @@ async fn gives_up_after_five_tries_without_leaking_the_url() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let url = format!("http://127.0.0.1:{port}/hook?token=s3cr3t-token");
     let metrics = Metrics::new(false);
-    let notifier = WebhookNotifier::new(url, metrics.clone()).unwrap();
+    let notifier = WebhookNotifier::new(url, metrics.notify()).unwrap();
     let error = notifier.notify(&notice()).await.unwrap_err();
 
     assert!(matches!(error, WebhookError::Transport { attempts: 5, .. }), "{error:?}");
@@ -167,7 +168,8 @@ fn backoff_doubles_up_to_the_cap() {
 
 #[test]
 fn invalid_url_is_rejected_without_echoing_it() {
-    let error = WebhookNotifier::new("not a url s3cr3t".to_owned(), Metrics::new(false)).err().unwrap();
+    let error =
+        WebhookNotifier::new("not a url s3cr3t".to_owned(), Metrics::new(false).notify()).err().unwrap();
     assert!(!format!("{error:#}").contains("s3cr3t"), "{error:#}");
 }
 
@@ -181,7 +183,7 @@ async fn the_queue_delivers_notices_one_at_a_time_in_order() {
     let server = CaptureServer::start(&[StatusCode::SERVICE_UNAVAILABLE]).await;
     let metrics = Metrics::new(false);
     let (queue, delivery) =
-        WebhookQueue::new(WebhookNotifier::new(server.url.clone(), metrics.clone()).unwrap());
+        WebhookQueue::new(WebhookNotifier::new(server.url.clone(), metrics.notify()).unwrap());
     let delivery = tokio::spawn(delivery);
     for name in ["first", "second", "third"] {
         queue.send(named(name));
@@ -203,7 +205,7 @@ async fn the_queue_delivers_notices_one_at_a_time_in_order() {
 #[tokio::test]
 async fn a_full_queue_drops_the_notice_and_counts_it() {
     let metrics = Metrics::new(false);
-    let notifier = WebhookNotifier::new("http://127.0.0.1:9/hook".to_owned(), metrics.clone()).unwrap();
+    let notifier = WebhookNotifier::new("http://127.0.0.1:9/hook".to_owned(), metrics.notify()).unwrap();
     // The delivery loop is not run: the one place fills up.
     let (queue, _delivery) = WebhookQueue::with_capacity(notifier, 1);
     queue.send(named("kept"));

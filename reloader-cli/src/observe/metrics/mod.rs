@@ -9,9 +9,6 @@
 //! suffix because the encoder appends it to the sample names.
 
 use std::sync::{Arc, LazyLock};
-use std::time::Duration;
-
-use reloader_core::model::WorkloadKind;
 
 use prometheus_client::encoding::text;
 use prometheus_client::metrics::counter::Counter;
@@ -26,21 +23,34 @@ use self::labels::{
     EventOutcomeLabels, KindLabels, ProcessedEventLabels, ReasonLabels, RestLatencyLabels, RestRequestLabels,
     ResultLabels, SuccessLabels, SuccessNamespaceLabels, TypeLabels, VerbatimCounter, WorkloadKindLabels,
 };
-use self::values::{
-    HttpVerb, ProcessedEventType, ProcessedResult, ReconcileResult, RequestCode, StakaterHandling,
-    StakaterSkip,
-};
 
+mod admission;
+mod counters;
+mod index;
 mod labels;
+mod leader;
+mod notify;
 mod process;
+mod reconcile;
 mod rest_client;
 mod values;
+mod watches;
+mod writes;
 
-pub(crate) use self::rest_client::RestClientMetricsLayer;
+pub(crate) use self::admission::AdmissionMetrics;
+use self::counters::{ErrorCounters, EventsReceived, SkipCounters};
+pub(crate) use self::index::IndexSizes;
+use self::index::IndexSizesCollector;
+pub(crate) use self::leader::LeaderMetrics;
+pub(crate) use self::notify::NotifyMetrics;
+pub(crate) use self::reconcile::ReconcileMetrics;
+pub(crate) use self::rest_client::{RestClientMetricsLayer, RestClientStats};
 pub(crate) use self::values::{
     ActionResult, AdmissionOperation, AdmissionOutcome, AdmissionRejection, ErrorType, EventType,
     NotificationChannel, ProcessResult, ResourceType, SkipReason, SpanDropReason,
 };
+pub(crate) use self::watches::WatchMetrics;
+pub(crate) use self::writes::WriteMetrics;
 
 /// Bucket bounds in seconds for our own latency histograms: from a millisecond (a cached
 /// decision) to a minute (a write stuck behind API-server throttling or retries).
@@ -71,41 +81,17 @@ fn rest_client_histogram() -> Histogram {
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
-/// Every metric the controller exports, and the registry that encodes them.
+/// The registry every metric is registered on, and each stage's handle to its own series.
 pub(crate) struct Metrics {
     registry: Registry,
-    reload_executed: Family<SuccessLabels, Counter>,
-    reload_executed_by_namespace: Option<Family<SuccessNamespaceLabels, VerbatimCounter>>,
-    reconcile_total: Family<ResultLabels, Counter>,
-    reconcile_duration: HistogramFamily<ResultLabels>,
-    action_total: Family<ActionLabels, Counter>,
-    action_latency: HistogramFamily<WorkloadKindLabels>,
-    skipped: Family<ReasonLabels, Counter>,
-    skip_reasons: Family<ReasonLabels, Counter>,
-    workqueue_depth: Gauge,
-    workqueue_adds: Counter,
-    workqueue_latency: Histogram,
-    errors: Family<TypeLabels, Counter>,
-    error_types: Family<TypeLabels, Counter>,
-    retries: Counter,
-    events_received: Family<EventLabels, Counter>,
-    events_processed: Family<ProcessedEventLabels, Counter>,
-    event_outcomes: Family<EventOutcomeLabels, Counter>,
-    workloads_scanned: Family<KindLabels, Counter>,
-    workloads_matched: Family<KindLabels, Counter>,
-    leader: Gauge,
-    leader_transitions: Counter,
-    index_objects: Family<KindLabels, Gauge>,
-    reload_latency: Histogram,
-    coalesced: Counter,
-    rate_limit_wait: Histogram,
-    notifications: Family<ChannelLabels, Counter>,
-    dry_run_writes: Family<WorkloadKindLabels, Counter>,
-    admission_requests: Family<AdmissionLabels, Counter>,
-    admission_duration: Histogram,
-    admission_rejected: Family<AdmissionRejectionLabels, Counter>,
-    rest_requests: Family<RestRequestLabels, Counter>,
-    rest_latency: HistogramFamily<RestLatencyLabels>,
+    reconcile: ReconcileMetrics,
+    writes: WriteMetrics,
+    watches: WatchMetrics,
+    leader: LeaderMetrics,
+    notify: NotifyMetrics,
+    admission: AdmissionMetrics,
+    rest_client: RestClientStats,
+    index_sizes: IndexSizesCollector,
 }
 
 impl Metrics {
@@ -236,12 +222,8 @@ impl Metrics {
             "Times this replica gained or lost leadership",
             leader_transitions.clone(),
         );
-        let index_objects = Family::<KindLabels, Gauge>::default();
-        registry.register(
-            "reloader_index_objects",
-            "Entries in the in-memory index, by kind (resources, workloads)",
-            index_objects.clone(),
-        );
+        let index_sizes = IndexSizesCollector::default();
+        registry.register_collector(Box::new(index_sizes.clone()));
         let reload_latency = latency_histogram();
         registry.register_with_unit(
             "reloader_reload_latency",
@@ -317,40 +299,47 @@ impl Metrics {
             Info::new(BuildLabels { version: env!("CARGO_PKG_VERSION") }),
         );
 
+        let skips = SkipCounters { skipped, skip_reasons };
+        let errors = ErrorCounters { errors, error_types };
+        let received = EventsReceived(events_received);
         Arc::new(Self {
             registry,
-            reload_executed,
-            reload_executed_by_namespace,
-            reconcile_total,
-            reconcile_duration,
-            action_total,
-            action_latency,
-            skipped,
-            skip_reasons,
-            workqueue_depth,
-            workqueue_adds,
-            workqueue_latency,
-            errors,
-            error_types,
-            retries,
-            events_received,
-            events_processed,
-            event_outcomes,
-            workloads_scanned,
-            workloads_matched,
-            leader,
-            leader_transitions,
-            index_objects,
-            reload_latency,
-            coalesced,
-            rate_limit_wait,
-            notifications,
-            dry_run_writes,
-            admission_requests,
-            admission_duration,
-            admission_rejected,
-            rest_requests,
-            rest_latency,
+            reconcile: ReconcileMetrics {
+                received: received.clone(),
+                skips: skips.clone(),
+                event_outcomes,
+                reconcile_total,
+                reconcile_duration,
+                events_processed,
+                workloads_scanned,
+                workloads_matched,
+            },
+            writes: WriteMetrics {
+                skips,
+                errors: errors.clone(),
+                reload_executed,
+                reload_executed_by_namespace,
+                action_total,
+                action_latency,
+                workqueue_depth,
+                workqueue_adds,
+                workqueue_latency,
+                retries,
+                reload_latency,
+                coalesced,
+                rate_limit_wait,
+                dry_run_writes,
+            },
+            watches: WatchMetrics { errors: errors.clone(), received },
+            leader: LeaderMetrics { leader, leader_transitions },
+            notify: NotifyMetrics { notifications, errors },
+            admission: AdmissionMetrics {
+                requests: admission_requests,
+                duration: admission_duration,
+                rejected: admission_rejected,
+            },
+            rest_client: RestClientStats { requests: rest_requests, latency: rest_latency },
+            index_sizes,
         })
     }
 
@@ -361,215 +350,37 @@ impl Metrics {
         out
     }
 
-    pub(crate) fn reload_executed(&self, success: bool, namespace: &str) {
-        let success = bool_label(success);
-        self.reload_executed.get_or_create(&SuccessLabels { success }).inc();
-        if let Some(by_namespace) = &self.reload_executed_by_namespace {
-            let labels = SuccessNamespaceLabels { success, namespace: namespace.to_owned() };
-            by_namespace.get_or_create(&labels).0.inc();
-        }
+    pub(crate) fn reconcile(&self) -> ReconcileMetrics {
+        self.reconcile.clone()
     }
 
-    /// One workload write: `reloader_action_total` and `reloader_action_latency_seconds`
-    /// (nothing for a dry-run write, which is not sent).
-    pub(crate) fn action(&self, workload_kind: WorkloadKind, result: ActionResult, latency: Duration) {
-        let Some(result) = result.as_label() else { return };
-        let labels = ActionLabels { workload_kind: workload_kind.as_str(), result };
-        self.action_total.get_or_create(&labels).inc();
-        let kind = WorkloadKindLabels { workload_kind: workload_kind.as_str() };
-        self.action_latency.get_or_create(&kind).observe(latency.as_secs_f64());
+    pub(crate) fn writes(&self) -> WriteMetrics {
+        self.writes.clone()
     }
 
-    /// A workload not reloaded: `reloader_skip_reasons_total{reason}`, and Stakater's
-    /// `reloader_skipped_total` where Stakater counts the same case.
-    pub(crate) fn skipped(&self, reason: SkipReason) {
-        self.skip_reasons.get_or_create(&ReasonLabels { reason: reason.as_label() }).inc();
-        if let Some(stakater) = reason.stakater() {
-            self.stakater_skipped(stakater);
-        }
+    pub(crate) fn watches(&self) -> WatchMetrics {
+        self.watches.clone()
     }
 
-    /// Workloads a rule selected but that needed no write and never reached a decision of ours
-    /// (`Index::selected_but_unused`, or a sync-after-restart sweep): Stakater's
-    /// `strategy_not_updated`.
-    pub(crate) fn strategy_not_updated(&self, count: u64) {
-        if count > 0 {
-            let labels = ReasonLabels { reason: StakaterSkip::StrategyNotUpdated.as_label() };
-            self.skipped.get_or_create(&labels).inc_by(count);
-        }
+    pub(crate) fn leader(&self) -> LeaderMetrics {
+        self.leader.clone()
     }
 
-    fn stakater_skipped(&self, reason: StakaterSkip) {
-        self.skipped.get_or_create(&ReasonLabels { reason: reason.as_label() }).inc();
+    pub(crate) fn notify(&self) -> NotifyMetrics {
+        self.notify.clone()
     }
 
-    pub(crate) fn workqueue_depth(&self, depth: i64) {
-        self.workqueue_depth.set(depth);
+    pub(crate) fn admission(&self) -> AdmissionMetrics {
+        self.admission.clone()
     }
 
-    pub(crate) fn workqueue_add(&self) {
-        self.workqueue_adds.inc();
+    pub(crate) fn rest_client(&self) -> RestClientStats {
+        self.rest_client.clone()
     }
 
-    pub(crate) fn workqueue_latency(&self, latency: Duration) {
-        self.workqueue_latency.observe(latency.as_secs_f64());
-    }
-
-    /// `reloader_error_types_total{type}`, and Stakater's `reloader_errors_total` where Stakater
-    /// counts the same failure.
-    pub(crate) fn error(&self, error_type: ErrorType) {
-        self.error_types.get_or_create(&TypeLabels { r#type: error_type.as_label() }).inc();
-        if let Some(stakater) = error_type.stakater() {
-            self.errors.get_or_create(&TypeLabels { r#type: stakater.as_label() }).inc();
-        }
-    }
-
-    pub(crate) fn retry(&self) {
-        self.retries.inc();
-    }
-
-    /// A watch event (the initial list included, as `add`), Stakater's
-    /// `reloader_events_received_total`.
-    pub(crate) fn event_received(&self, event_type: EventType, resource_type: impl Into<ResourceType>) {
-        let labels = EventLabels {
-            event_type: event_type.informer().as_label(),
-            resource_type: resource_type.into().as_label(),
-        };
-        self.events_received.get_or_create(&labels).inc();
-    }
-
-    /// What became of one ConfigMap/Secret/SecretProviderClassPodStatus event:
-    /// `reloader_resource_events_total{outcome}` (ours), and what Stakater's controller records
-    /// for the same event (see [`StakaterHandling`]). `duration` runs from the event's arrival.
-    pub(crate) fn event_processed(
-        &self,
-        event_type: EventType,
-        resource_type: impl Into<ResourceType>,
-        result: ProcessResult,
-        duration: Duration,
-    ) {
-        let resource_type = resource_type.into().as_label();
-        let labels = EventOutcomeLabels {
-            event_type: event_type.as_label(),
-            resource_type,
-            outcome: result.as_label(),
-        };
-        self.event_outcomes.get_or_create(&labels).inc();
-        match result.stakater() {
-            StakaterHandling::Handled { result, skip } => {
-                if let Some(reason) = skip {
-                    self.stakater_skipped(reason);
-                }
-                // Stakater's handler records its result, then its queue worker records success.
-                for reconciled in [result, ReconcileResult::Success] {
-                    let labels = ResultLabels { result: reconciled.as_label() };
-                    self.reconcile_total.get_or_create(&labels).inc();
-                    self.reconcile_duration.get_or_create(&labels).observe(duration.as_secs_f64());
-                }
-                let labels = ProcessedEventLabels {
-                    event_type: ProcessedEventType::Unknown.as_label(),
-                    resource_type,
-                    result: ProcessedResult::Success.as_label(),
-                };
-                self.events_processed.get_or_create(&labels).inc();
-            }
-            StakaterHandling::Filtered => self.stakater_skipped(StakaterSkip::IgnoredOrNotSelected),
-            StakaterHandling::NotQueued => {}
-        }
-    }
-
-    /// Creates the scanned/matched series of each enabled kind at zero, as Stakater's first
-    /// handled event does for every kind it lists.
-    pub(crate) fn workload_kinds(&self, kinds: impl IntoIterator<Item = WorkloadKind>) {
-        for kind in kinds {
-            let _ = self.workloads_scanned.get_or_create(&KindLabels { kind: kind.as_str() });
-            let _ = self.workloads_matched.get_or_create(&KindLabels { kind: kind.as_str() });
-        }
-    }
-
-    pub(crate) fn workloads_scanned(&self, kind: WorkloadKind, n: u64) {
-        self.workloads_scanned.get_or_create(&KindLabels { kind: kind.as_str() }).inc_by(n);
-    }
-
-    pub(crate) fn workloads_matched(&self, kind: WorkloadKind, n: u64) {
-        self.workloads_matched.get_or_create(&KindLabels { kind: kind.as_str() }).inc_by(n);
-    }
-
-    pub(crate) fn set_leader(&self, leader: bool) {
-        self.leader.set(i64::from(leader));
-    }
-
-    pub(crate) fn leader_transition(&self) {
-        self.leader_transitions.inc();
-    }
-
-    /// `reloader_index_objects{kind="resources"|"workloads"}`.
-    pub(crate) fn set_index_sizes(&self, resources: u64, workloads: u64) {
-        for (kind, n) in [("resources", resources), ("workloads", workloads)] {
-            let value = i64::try_from(n).unwrap_or(i64::MAX);
-            self.index_objects.get_or_create(&KindLabels { kind }).set(value);
-        }
-    }
-
-    /// End-to-end latency: from the watch event of a changed resource to the accepted write.
-    pub(crate) fn reload_latency(&self, latency: Duration) {
-        self.reload_latency.observe(latency.as_secs_f64());
-    }
-
-    pub(crate) fn coalesced(&self, n: u64) {
-        self.coalesced.inc_by(n);
-    }
-
-    /// `reloader_write_rate_limit_wait_seconds`: how long a write waited for the global rate limit.
-    pub(crate) fn rate_limit_wait(&self, wait: Duration) {
-        self.rate_limit_wait.observe(wait.as_secs_f64());
-    }
-
-    /// `reloader_notifications_total{channel, success}`; channel is e.g. `alert-slack`, `webhook`.
-    pub(crate) fn notification(&self, channel: NotificationChannel, success: bool) {
-        let labels = ChannelLabels { channel: channel.as_label(), success: bool_label(success) };
-        self.notifications.get_or_create(&labels).inc();
-        if channel == NotificationChannel::Webhook && !success {
-            // Stakater's handler fails when its webhook POST fails.
-            self.errors
-                .get_or_create(&TypeLabels { r#type: values::StakaterError::HandlerError.as_label() })
-                .inc();
-        }
-    }
-
-    pub(crate) fn dry_run_write(&self, workload_kind: WorkloadKind) {
-        let labels = WorkloadKindLabels { workload_kind: workload_kind.as_str() };
-        self.dry_run_writes.get_or_create(&labels).inc();
-    }
-
-    /// One API request answered (or failed): `rest_client_requests_total`.
-    fn rest_client_request(&self, code: RequestCode, method: HttpVerb, host: &str) {
-        let labels = RestRequestLabels { code, method, host: host.to_owned() };
-        self.rest_requests.get_or_create(&labels).inc();
-    }
-
-    /// One API request's duration, its body read: `rest_client_request_duration_seconds`.
-    fn rest_client_latency(&self, verb: HttpVerb, host: &str, duration: Duration) {
-        let labels = RestLatencyLabels { verb, host: host.to_owned() };
-        self.rest_latency.get_or_create(&labels).observe(duration.as_secs_f64());
-    }
-
-    /// One admission review answered: `operation` is CREATE/UPDATE/..., `result` what was done.
-    pub(crate) fn admission(
-        &self,
-        operation: AdmissionOperation,
-        result: AdmissionOutcome,
-        duration: Duration,
-    ) {
-        let labels = AdmissionLabels { operation: operation.as_label(), result: result.as_label() };
-        self.admission_requests.get_or_create(&labels).inc();
-        self.admission_duration.observe(duration.as_secs_f64());
-    }
-
-    /// A request to the webhook answered with an HTTP error instead of a review.
-    pub(crate) fn admission_rejected(&self, reason: AdmissionRejection) {
-        let labels = AdmissionRejectionLabels { reason: reason.as_label() };
-        self.admission_rejected.get_or_create(&labels).inc();
+    /// `reloader_index_objects` reads the index's sizes from `sizes` on every scrape.
+    pub(crate) fn index_sizes_from(&self, sizes: IndexSizes) {
+        self.index_sizes.read_from(sizes);
     }
 }
 

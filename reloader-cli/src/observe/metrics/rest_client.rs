@@ -17,19 +17,44 @@ use http::{Request, Response, Uri};
 use http_body::{Body, Frame, SizeHint};
 use tower::{Layer, Service};
 
-use super::Metrics;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+
+use super::HistogramFamily;
+use super::labels::{RestLatencyLabels, RestRequestLabels};
 use super::values::{HttpVerb, RequestCode};
+
+/// The two series, shared by every client's layer.
+#[derive(Clone)]
+pub(crate) struct RestClientStats {
+    pub(super) requests: Family<RestRequestLabels, Counter>,
+    pub(super) latency: HistogramFamily<RestLatencyLabels>,
+}
+
+impl RestClientStats {
+    /// One API request answered (or failed): `rest_client_requests_total`.
+    pub(super) fn request(&self, code: RequestCode, method: HttpVerb, host: &str) {
+        let labels = RestRequestLabels { code, method, host: host.to_owned() };
+        self.requests.get_or_create(&labels).inc();
+    }
+
+    /// One API request's duration, its body read: `rest_client_request_duration_seconds`.
+    pub(super) fn duration(&self, verb: HttpVerb, host: &str, duration: std::time::Duration) {
+        let labels = RestLatencyLabels { verb, host: host.to_owned() };
+        self.latency.get_or_create(&labels).observe(duration.as_secs_f64());
+    }
+}
 
 /// Wraps a kube client's service stack; `host` is the API server's `host:port`, as in the
 /// cluster URL (client-go's `host` label).
 #[derive(Clone)]
 pub(crate) struct RestClientMetricsLayer {
-    metrics: Arc<Metrics>,
+    metrics: RestClientStats,
     host: Arc<str>,
 }
 
 impl RestClientMetricsLayer {
-    pub(crate) fn new(metrics: Arc<Metrics>, cluster_url: &Uri) -> Self {
+    pub(crate) fn new(metrics: RestClientStats, cluster_url: &Uri) -> Self {
         // client-go's value when the client has no base URL.
         let host = cluster_url.authority().map_or("none", |a| a.as_str());
         Self { metrics, host: host.into() }
@@ -47,7 +72,7 @@ impl<S> Layer<S> for RestClientMetricsLayer {
 #[derive(Clone)]
 pub(crate) struct RestClientMetrics<S> {
     inner: S,
-    metrics: Arc<Metrics>,
+    metrics: RestClientStats,
     host: Arc<str>,
 }
 
@@ -77,7 +102,7 @@ where
                 Ok(response) => RequestCode::Status(response.status().as_u16()),
                 Err(_) => RequestCode::Error,
             };
-            metrics.rest_client_request(code, verb, &host);
+            metrics.request(code, verb, &host);
             let timing = (!watch).then(|| Timing { metrics, verb, host, started });
             match response {
                 Ok(response) => Ok(response.map(|inner| TimedBody { inner, timing })),
@@ -99,7 +124,7 @@ fn is_watch(uri: &Uri) -> bool {
 
 /// When a request started; recorded once, when the body ends or is dropped (or with the error).
 struct Timing {
-    metrics: Arc<Metrics>,
+    metrics: RestClientStats,
     verb: HttpVerb,
     host: Arc<str>,
     started: Instant,
@@ -107,7 +132,7 @@ struct Timing {
 
 impl Drop for Timing {
     fn drop(&mut self) {
-        self.metrics.rest_client_latency(self.verb, &self.host, self.started.elapsed());
+        self.metrics.duration(self.verb, &self.host, self.started.elapsed());
     }
 }
 
@@ -161,7 +186,7 @@ mod tests {
 
     #[test]
     fn host_is_the_cluster_url_authority() {
-        let metrics = Metrics::new(false);
+        let metrics = super::super::Metrics::new(false);
         let cases = [
             ("https://10.96.0.1:443", "10.96.0.1:443"),
             ("https://127.0.0.1:6443/", "127.0.0.1:6443"),
@@ -170,7 +195,7 @@ mod tests {
             ("/relative", "none"),
         ];
         for (url, host) in cases {
-            let layer = RestClientMetricsLayer::new(metrics.clone(), &url.parse().unwrap());
+            let layer = RestClientMetricsLayer::new(metrics.rest_client(), &url.parse().unwrap());
             assert_eq!(&*layer.host, host, "{url}");
         }
     }

@@ -4,6 +4,7 @@ use reloader_core::decide::SkipReason as DecideSkip;
 use reloader_core::model::{ResourceKind, WorkloadKind};
 use reloader_core::options::AlertSink;
 
+use super::values::{HttpVerb, ProcessedEventType, ProcessedResult, RequestCode, StakaterSkip};
 use super::*;
 
 /// Every sample name docs/compatibility.md §11 requires, as Prometheus sees it after a scrape.
@@ -26,32 +27,32 @@ const COMPAT_SAMPLES: &[&str] = &[
 ];
 
 fn touch_every_metric(metrics: &Metrics) {
-    metrics.reload_executed(true, "team-a");
-    metrics.action(WorkloadKind::Deployment, ActionResult::Success, Duration::from_millis(20));
-    metrics.skipped(SkipReason::Decision(DecideSkip::ResourceIgnored));
-    metrics.skipped(SkipReason::Decision(DecideSkip::AlreadyCurrent));
-    metrics.workqueue_depth(4);
-    metrics.workqueue_add();
-    metrics.workqueue_latency(Duration::from_millis(1));
-    metrics.error(ErrorType::Conflict);
-    metrics.retry();
-    metrics.event_received(EventType::Update, ResourceKind::ConfigMap);
-    metrics.event_processed(
+    metrics.writes().reload_executed(true, "team-a");
+    metrics.writes().action(WorkloadKind::Deployment, ActionResult::Success, Duration::from_millis(20));
+    metrics.reconcile().skipped(SkipReason::Decision(DecideSkip::ResourceIgnored));
+    metrics.reconcile().skipped(SkipReason::Decision(DecideSkip::AlreadyCurrent));
+    metrics.writes().workqueue_depth(4);
+    metrics.writes().workqueue_add();
+    metrics.writes().workqueue_latency(Duration::from_millis(1));
+    metrics.writes().error(ErrorType::Conflict);
+    metrics.writes().retry();
+    metrics.reconcile().event_received(EventType::Update, ResourceKind::ConfigMap);
+    metrics.reconcile().event_processed(
         EventType::Update,
         ResourceKind::ConfigMap,
         ProcessResult::Queued,
         Duration::from_millis(3),
     );
-    metrics.workloads_scanned(WorkloadKind::Deployment, 5);
-    metrics.workloads_matched(WorkloadKind::Deployment, 2);
-    metrics.set_leader(true);
-    metrics.leader_transition();
-    metrics.set_index_sizes(10, 3);
-    metrics.reload_latency(Duration::from_millis(150));
-    metrics.coalesced(2);
-    metrics.rate_limit_wait(Duration::from_millis(20));
-    metrics.notification(NotificationChannel::Alert(AlertSink::Slack), false);
-    metrics.dry_run_write(WorkloadKind::StatefulSet);
+    metrics.reconcile().workloads_scanned(WorkloadKind::Deployment, 5);
+    metrics.reconcile().workloads_matched(WorkloadKind::Deployment, 2);
+    metrics.leader().set_leader(true);
+    metrics.leader().leader_transition();
+    metrics.index_sizes_from(Box::new(|| (10, 3)));
+    metrics.writes().reload_latency(Duration::from_millis(150));
+    metrics.writes().coalesced(2);
+    metrics.writes().rate_limit_wait(Duration::from_millis(20));
+    metrics.notify().notification(NotificationChannel::Alert(AlertSink::Slack), false);
+    metrics.writes().dry_run_write(WorkloadKind::StatefulSet);
 }
 
 fn sample_lines(text: &str) -> Vec<&str> {
@@ -112,9 +113,9 @@ fn both_success_series_exist_before_any_reload() {
 #[test]
 fn reload_executed_counts_by_outcome() {
     let metrics = Metrics::new(false);
-    metrics.reload_executed(true, "a");
-    metrics.reload_executed(true, "b");
-    metrics.reload_executed(false, "a");
+    metrics.writes().reload_executed(true, "a");
+    metrics.writes().reload_executed(true, "b");
+    metrics.writes().reload_executed(false, "a");
     let text = metrics.encode();
     let samples = sample_lines(&text);
     assert!(samples.contains(&"reloader_reload_executed_total{success=\"true\"} 2"), "{text}");
@@ -124,13 +125,13 @@ fn reload_executed_counts_by_outcome() {
 #[test]
 fn by_namespace_series_only_when_enabled() {
     let disabled = Metrics::new(false);
-    disabled.reload_executed(true, "team-a");
+    disabled.writes().reload_executed(true, "team-a");
     assert!(!disabled.encode().contains("by_namespace"));
 
     let enabled = Metrics::new(true);
-    enabled.reload_executed(true, "team-a");
-    enabled.reload_executed(true, "team-a");
-    enabled.reload_executed(false, "team-b");
+    enabled.writes().reload_executed(true, "team-a");
+    enabled.writes().reload_executed(true, "team-a");
+    enabled.writes().reload_executed(false, "team-b");
     let text = enabled.encode();
     let samples = sample_lines(&text);
     // The sample name is Stakater's, verbatim: no `_total` appended after `_by_namespace`.
@@ -151,7 +152,7 @@ fn by_namespace_series_only_when_enabled() {
 #[test]
 fn latency_histograms_put_observations_in_second_buckets() {
     let metrics = Metrics::new(false);
-    metrics.action(WorkloadKind::Deployment, ActionResult::Success, Duration::from_millis(30));
+    metrics.writes().action(WorkloadKind::Deployment, ActionResult::Success, Duration::from_millis(30));
     let text = metrics.encode();
     let samples = sample_lines(&text);
     assert!(
@@ -214,7 +215,12 @@ fn resource_event_outcomes_count_as_stakater_counts_them() {
     ];
     for case in cases {
         let metrics = Metrics::new(false);
-        metrics.event_processed(case.event, ResourceKind::Secret, case.result, Duration::from_millis(2));
+        metrics.reconcile().event_processed(
+            case.event,
+            ResourceKind::Secret,
+            case.result,
+            Duration::from_millis(2),
+        );
         let text = metrics.encode();
         let stakater: Vec<&str> = sample_lines(&text)
             .into_iter()
@@ -257,7 +263,7 @@ fn skips_and_errors_also_count_in_stakater_series_where_stakater_counts_them() {
     ];
     for (reason, stakater) in skips {
         let metrics = Metrics::new(false);
-        metrics.skipped(reason);
+        metrics.reconcile().skipped(reason);
         let text = metrics.encode();
         let samples = sample_lines(&text);
         let ours = format!("reloader_skip_reasons_total{{reason=\"{}\"}} 1", reason.as_label());
@@ -278,7 +284,7 @@ fn skips_and_errors_also_count_in_stakater_series_where_stakater_counts_them() {
     ];
     for (error, stakater) in errors {
         let metrics = Metrics::new(false);
-        metrics.error(error);
+        metrics.writes().error(error);
         let text = metrics.encode();
         let theirs: Vec<&str> =
             sample_lines(&text).into_iter().filter(|l| l.starts_with("reloader_errors_total")).collect();
@@ -288,18 +294,18 @@ fn skips_and_errors_also_count_in_stakater_series_where_stakater_counts_them() {
     }
 
     let metrics = Metrics::new(false);
-    metrics.notification(NotificationChannel::Webhook, false);
-    metrics.notification(NotificationChannel::Webhook, true);
-    metrics.notification(NotificationChannel::Alert(AlertSink::Slack), false);
+    metrics.notify().notification(NotificationChannel::Webhook, false);
+    metrics.notify().notification(NotificationChannel::Webhook, true);
+    metrics.notify().notification(NotificationChannel::Alert(AlertSink::Slack), false);
     assert!(sample_lines(&metrics.encode()).contains(&"reloader_errors_total{type=\"handler_error\"} 1"));
 }
 
 #[test]
 fn events_received_use_the_informer_values() {
     let metrics = Metrics::new(false);
-    metrics.event_received(EventType::Create, ResourceKind::ConfigMap);
-    metrics.event_received(EventType::Update, ResourceKind::SecretProviderClass);
-    metrics.event_received(EventType::Delete, ResourceType::Namespaces);
+    metrics.reconcile().event_received(EventType::Create, ResourceKind::ConfigMap);
+    metrics.reconcile().event_received(EventType::Update, ResourceKind::SecretProviderClass);
+    metrics.reconcile().event_received(EventType::Delete, ResourceType::Namespaces);
     assert_samples(
         &metrics,
         &[
@@ -313,7 +319,7 @@ fn events_received_use_the_informer_values() {
 #[test]
 fn dry_run_writes_are_not_actions() {
     let metrics = Metrics::new(false);
-    metrics.action(WorkloadKind::Deployment, ActionResult::DryRun, Duration::from_millis(1));
+    metrics.writes().action(WorkloadKind::Deployment, ActionResult::DryRun, Duration::from_millis(1));
     let text = metrics.encode();
     assert!(!text.contains("reloader_action_total{"), "{text}");
     assert!(!text.contains("reloader_action_latency_seconds_count{"), "{text}");
@@ -322,7 +328,7 @@ fn dry_run_writes_are_not_actions() {
 #[test]
 fn enabled_kinds_start_at_zero() {
     let metrics = Metrics::new(false);
-    metrics.workload_kinds([WorkloadKind::Deployment, WorkloadKind::CronJob]);
+    metrics.reconcile().workload_kinds([WorkloadKind::Deployment, WorkloadKind::CronJob]);
     assert_samples(
         &metrics,
         &[
@@ -336,15 +342,15 @@ fn enabled_kinds_start_at_zero() {
 #[test]
 fn histograms_have_stakaters_buckets() {
     let metrics = Metrics::new(false);
-    metrics.action(WorkloadKind::Deployment, ActionResult::Success, Duration::from_millis(30));
-    metrics.event_processed(
+    metrics.writes().action(WorkloadKind::Deployment, ActionResult::Success, Duration::from_millis(30));
+    metrics.reconcile().event_processed(
         EventType::Update,
         ResourceKind::ConfigMap,
         ProcessResult::Queued,
         Duration::ZERO,
     );
-    metrics.workqueue_latency(Duration::ZERO);
-    metrics.rest_client_latency(HttpVerb::Get, "h:1", Duration::ZERO);
+    metrics.writes().workqueue_latency(Duration::ZERO);
+    metrics.rest_client().duration(HttpVerb::Get, "h:1", Duration::ZERO);
     let text = metrics.encode();
     let buckets = |prefix: &str| -> Vec<String> {
         sample_lines(&text)
@@ -386,10 +392,10 @@ fn histograms_have_stakaters_buckets() {
 #[test]
 fn rest_client_series_have_client_go_labels() {
     let metrics = Metrics::new(false);
-    metrics.rest_client_request(RequestCode::Status(200), HttpVerb::Get, "10.96.0.1:443");
-    metrics.rest_client_request(RequestCode::Status(409), HttpVerb::Patch, "10.96.0.1:443");
-    metrics.rest_client_request(RequestCode::Error, HttpVerb::Post, "10.96.0.1:443");
-    metrics.rest_client_latency(HttpVerb::Delete, "10.96.0.1:443", Duration::from_millis(3));
+    metrics.rest_client().request(RequestCode::Status(200), HttpVerb::Get, "10.96.0.1:443");
+    metrics.rest_client().request(RequestCode::Status(409), HttpVerb::Patch, "10.96.0.1:443");
+    metrics.rest_client().request(RequestCode::Error, HttpVerb::Post, "10.96.0.1:443");
+    metrics.rest_client().duration(HttpVerb::Delete, "10.96.0.1:443", Duration::from_millis(3));
     assert_samples(
         &metrics,
         &[
@@ -500,4 +506,25 @@ fn label_values_are_the_published_ones() {
     for (result, expected) in actions {
         assert_eq!(result.as_label(), expected, "{result:?}");
     }
+}
+
+/// `reloader_index_objects` is read from the index at each scrape: a change between two scrapes
+/// shows in the second, whatever list or event made it.
+#[test]
+fn index_sizes_are_read_at_scrape_time() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let metrics = Metrics::new(false);
+    assert!(!metrics.encode().contains("reloader_index_objects"), "no index, no series");
+    let workloads = Arc::new(AtomicU64::new(3));
+    metrics.index_sizes_from(Box::new({
+        let workloads = workloads.clone();
+        move || (7, workloads.load(Ordering::Relaxed))
+    }));
+    assert_samples(
+        &metrics,
+        &["reloader_index_objects{kind=\"resources\"} 7", "reloader_index_objects{kind=\"workloads\"} 3"],
+    );
+    workloads.store(4, Ordering::Relaxed);
+    assert_samples(&metrics, &["reloader_index_objects{kind=\"workloads\"} 4"]);
+    assert!(metrics.encode().contains("# TYPE reloader_index_objects gauge"));
 }

@@ -1,0 +1,51 @@
+//! `reloader_index_objects{kind="resources"|"workloads"}`, read from the index on every scrape,
+//! so live creates and deletes show at once.
+
+use std::sync::{Arc, OnceLock};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+
+use super::labels::KindLabels;
+
+/// The index's sizes: (resources, workloads).
+pub(crate) type IndexSizes = Box<dyn Fn() -> (u64, u64) + Send + Sync>;
+
+/// Encodes the index's sizes once [`IndexSizesCollector::read_from`] has named the index; before
+/// that (a process with no index yet) the family is not exposed.
+#[derive(Clone, Default)]
+pub(super) struct IndexSizesCollector(Arc<OnceLock<IndexSizes>>);
+
+impl IndexSizesCollector {
+    pub(super) fn read_from(&self, sizes: IndexSizes) {
+        if self.0.set(sizes).is_err() {
+            tracing::error!("the index's sizes were named twice; the first source stays");
+        }
+    }
+}
+
+impl std::fmt::Debug for IndexSizesCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IndexSizesCollector").field("reading", &self.0.get().is_some()).finish()
+    }
+}
+
+impl Collector for IndexSizesCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(sizes) = self.0.get() else { return Ok(()) };
+        let (resources, workloads) = sizes();
+        let family = Family::<KindLabels, Gauge>::default();
+        for (kind, n) in [("resources", resources), ("workloads", workloads)] {
+            family.get_or_create(&KindLabels { kind }).set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+        let metric = encoder.encode_descriptor(
+            "reloader_index_objects",
+            "Entries in the in-memory index, by kind (resources, workloads)",
+            None,
+            family.metric_type(),
+        )?;
+        family.encode(metric)
+    }
+}
