@@ -8,12 +8,12 @@ use std::fmt;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::api::{Api, Patch, PatchParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::core::{ApiResource, GroupVersionKind, Status};
 use kube::{Client, Resource};
 use reloader_core::model::{WorkloadKey, WorkloadKind};
 use reloader_core::options::Options;
 use reloader_core::skeleton::Skeleton;
-use reloader_core::workload::Workload;
+use reloader_core::workload::{PatchKind, Precondition, Workload};
 use reloader_workload_apps::{AppsKind, AppsWorkload};
 use reloader_workload_argo::Rollout;
 use reloader_workload_batch::{CronJobWorkload, JobWorkload};
@@ -435,6 +435,30 @@ pub(crate) async fn patch(
         WorkloadKind::Rollout => typed::<Rollout>(client, key, params, patch).await,
         WorkloadKind::DeploymentConfig => typed::<DeploymentConfig>(client, key, params, patch).await,
     }
+}
+
+/// Whether the API server's 422 to a patch is the patch's precondition failing. Only a JSON
+/// patch's (its `test`) is refused with 422 rather than 409: built-in kinds say so in the
+/// message; custom resources answer a bare 422 "Invalid", so the version is compared instead.
+pub(crate) async fn precondition_failed<F>(
+    patch: PatchKind,
+    precondition: &Precondition,
+    refusal: &Status,
+    current_version: impl FnOnce() -> F,
+) -> Result<bool, kube::Error>
+where
+    F: std::future::Future<Output = Result<Option<String>, kube::Error>>,
+{
+    if patch != PatchKind::Json {
+        return Ok(false);
+    }
+    let moved = match precondition {
+        Precondition::ResourceVersion(expected) => {
+            current_version().await?.is_some_and(|now| now != *expected)
+        }
+        Precondition::None => false,
+    };
+    Ok(moved || refusal.message.contains("test"))
 }
 
 /// Typed objects that can become a [`Loaded`] (every watched workload type).
