@@ -6,7 +6,9 @@ use reloader_core::options::Options;
 use tokio::sync::OnceCell;
 use tracing::{info, warn};
 
-use crate::kinds::{self, Availability, EnabledKinds, KindInfo, spc_pod_status_resource, spc_resource};
+use crate::kinds::{
+    self, Availability, EnabledKinds, KindFlag, KindInfo, spc_pod_status_resource, spc_resource,
+};
 use crate::rbac::{self, AccessReview};
 
 /// What the API server serves, for the start-up's detections (OpenShift, Argo Rollouts, CSI):
@@ -72,13 +74,12 @@ pub(crate) async fn enabled_kinds(
         let ignored = options.ignored_workloads.contains(&info.kind);
         let enabled = match info.availability {
             Availability::BuiltIn => !ignored,
-            // Only Argo Rollouts is switched on by a plain flag.
             Availability::Flag(flag) => {
-                !ignored && options.argo_rollouts && require(apis, flag, info).await?
+                !ignored && flag.value(options) == Some(true) && require(apis, flag, info).await?
             }
             // Resolved even when ignored: `--is-openshift=true` without the API is an error.
             Availability::FlagOrDetected(flag) => {
-                let on = match options.openshift {
+                let on = match flag.value(options) {
                     Some(true) => require(apis, flag, info).await?,
                     Some(false) => false,
                     None => {
@@ -102,7 +103,7 @@ pub(crate) enum DiscoveryError {
     #[error(transparent)]
     Api(#[from] kube::Error),
     #[error(
-        "{flag} but the API server does not serve {plural}.{group_version}: install its CRD or turn the flag off"
+        "{flag}=true but the API server does not serve {plural}.{group_version}: install its CRD or turn the flag off"
     )]
     NotServed { flag: &'static str, group_version: String, plural: &'static str },
 }
@@ -111,7 +112,7 @@ pub(crate) enum DiscoveryError {
 async fn permitted_when_detected(
     review: &dyn AccessReview,
     info: &KindInfo,
-    flag: &str,
+    flag: KindFlag,
     options: &Options,
 ) -> bool {
     let namespaces = rbac::watched_namespaces(options);
@@ -119,25 +120,29 @@ async fn permitted_when_detected(
     if denied.is_empty() {
         return true;
     }
-    let off = flag.replace("=true", "=false");
     warn!(
         kind = info.kind.as_str(),
         "{} ({}) is served, but RBAC denies {} on {} (apiGroup \"{}\"): not watched; grant those verbs \
-         to reload it, or pass {off} to stop detecting it",
+         to reload it, or pass {}=false to stop detecting it",
         info.kind.as_str(),
         info.api_version(),
         denied.join(", "),
         info.plural,
         info.group,
+        flag.name(),
     );
     false
 }
 
-async fn require(apis: &ServedApis, flag: &'static str, info: &KindInfo) -> Result<bool, DiscoveryError> {
+async fn require(apis: &ServedApis, flag: KindFlag, info: &KindInfo) -> Result<bool, DiscoveryError> {
     if apis.serves(info).await? {
         Ok(true)
     } else {
-        Err(DiscoveryError::NotServed { flag, group_version: info.api_version(), plural: info.plural })
+        Err(DiscoveryError::NotServed {
+            flag: flag.name(),
+            group_version: info.api_version(),
+            plural: info.plural,
+        })
     }
 }
 
@@ -260,7 +265,7 @@ mod tests {
         )
         .await;
         assert!(
-            matches!(refused, Err(DiscoveryError::NotServed { flag: "--is-Argo-Rollouts=true", .. })),
+            matches!(refused, Err(DiscoveryError::NotServed { flag: "--is-Argo-Rollouts", .. })),
             "{refused:?}"
         );
     }
