@@ -1,27 +1,32 @@
-//! The registry of workload kinds: every fact about a kind is declared here once (API group,
-//! version, plural, what switches it on, the RBAC rule the code needs) together with how to read
-//! it into its backend type. The watches, the executor, explain, admission and Events read it.
-//! Adding a kind touches this file and its backend only.
+//! The registry of workload kinds: each kind is declared once, in [`visit`], as its backend type
+//! and the facts the type does not tell (what switches the kind on, the RBAC verbs the code uses,
+//! where admission finds the pod template); its API group, version and plural come from the type.
+//! Code that works with every kind is written once, generic over the backend type, as a
+//! [`KindVisitor`]: the watches, the typed reads and writes, the reading of an admission request's
+//! object. Which kinds a run watches is `discovery`'s to decide. Adding a kind touches this
+//! registry and its backend only.
 
 use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
 
+use futures::future::BoxFuture;
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::api::{Api, Patch, PatchParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::core::{ApiResource, GroupVersionKind, Status};
 use kube::{Client, Resource};
 use reloader_core::model::{WorkloadKey, WorkloadKind};
 use reloader_core::options::Options;
 use reloader_core::skeleton::Skeleton;
-use reloader_core::workload::Workload;
+use reloader_core::workload::{PatchKind, Precondition, Workload};
 use reloader_workload_apps::{AppsKind, AppsWorkload};
 use reloader_workload_argo::Rollout;
 use reloader_workload_batch::{CronJobWorkload, JobWorkload};
+use reloader_workload_crd::{CrdObject, CrdSpec};
 use reloader_workload_openshift::DeploymentConfig;
-use tokio::sync::OnceCell;
-use tracing::{info, warn};
-
-use crate::rbac::{self, AccessReview};
+use serde::de::DeserializeOwned;
 
 /// What switches a kind on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,9 +34,34 @@ pub enum Availability {
     /// Served by every API server: on unless ignored.
     BuiltIn,
     /// A CRD turned on by a flag; the flag set but the CRD missing stops start-up.
-    Flag(&'static str),
+    Flag(KindFlag),
     /// A CRD turned on by a flag, or detected when the flag is left empty.
-    FlagOrDetected(&'static str),
+    FlagOrDetected(KindFlag),
+}
+
+/// A flag that switches a CRD-served kind on or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KindFlag {
+    ArgoRollouts,
+    OpenShift,
+}
+
+impl KindFlag {
+    /// The flag as typed, without its value.
+    pub fn name(self) -> &'static str {
+        match self {
+            KindFlag::ArgoRollouts => "--is-Argo-Rollouts",
+            KindFlag::OpenShift => "--is-openshift",
+        }
+    }
+
+    /// The flag's value; `None` when left empty (the kind is then detected).
+    pub(crate) fn value(self, options: &Options) -> Option<bool> {
+        match self {
+            KindFlag::ArgoRollouts => Some(options.argo_rollouts),
+            KindFlag::OpenShift => options.openshift,
+        }
+    }
 }
 
 /// Everything the controller knows about one workload kind.
@@ -49,100 +79,13 @@ pub struct KindInfo {
     pub verbs: &'static [&'static str],
 }
 
-const READ: [&str; 3] = ["get", "list", "watch"];
-const READ_PATCH: [&str; 4] = ["get", "list", "watch", "patch"];
-
-/// The registry, in `WorkloadKind::ALL` order.
-const KINDS: [KindInfo; 7] = [
-    KindInfo {
-        kind: WorkloadKind::Deployment,
-        group: "apps",
-        version: "v1",
-        plural: "deployments",
-        template_pointer: "/spec/template",
-        availability: Availability::BuiltIn,
-        verbs: &READ_PATCH,
-    },
-    KindInfo {
-        kind: WorkloadKind::DaemonSet,
-        group: "apps",
-        version: "v1",
-        plural: "daemonsets",
-        template_pointer: "/spec/template",
-        availability: Availability::BuiltIn,
-        verbs: &READ_PATCH,
-    },
-    KindInfo {
-        kind: WorkloadKind::StatefulSet,
-        group: "apps",
-        version: "v1",
-        plural: "statefulsets",
-        template_pointer: "/spec/template",
-        availability: Availability::BuiltIn,
-        verbs: &READ_PATCH,
-    },
-    // A CronJob reloads by creating a Job from its template (the Job rule covers it).
-    KindInfo {
-        kind: WorkloadKind::CronJob,
-        group: "batch",
-        version: "v1",
-        plural: "cronjobs",
-        template_pointer: "/spec/jobTemplate/spec/template",
-        availability: Availability::BuiltIn,
-        verbs: &READ,
-    },
-    // A Job reloads by being deleted and recreated.
-    KindInfo {
-        kind: WorkloadKind::Job,
-        group: "batch",
-        version: "v1",
-        plural: "jobs",
-        template_pointer: "/spec/template",
-        availability: Availability::BuiltIn,
-        verbs: &["get", "list", "watch", "create", "delete"],
-    },
-    KindInfo {
-        kind: WorkloadKind::Rollout,
-        group: "argoproj.io",
-        version: "v1alpha1",
-        plural: "rollouts",
-        template_pointer: "/spec/template",
-        availability: Availability::Flag("--is-Argo-Rollouts=true"),
-        verbs: &READ_PATCH,
-    },
-    KindInfo {
-        kind: WorkloadKind::DeploymentConfig,
-        group: "apps.openshift.io",
-        version: "v1",
-        plural: "deploymentconfigs",
-        template_pointer: "/spec/template",
-        availability: Availability::FlagOrDetected("--is-openshift=true"),
-        verbs: &READ_PATCH,
-    },
-];
-
-/// The registry entry of `kind`.
-pub fn info(kind: WorkloadKind) -> &'static KindInfo {
-    KINDS.iter().find(|k| k.kind == kind).expect("every WorkloadKind is registered")
-}
-
-/// The registered kind an API group and kind name denote (any version).
-pub(crate) fn by_group_kind(group: &str, kind: &str) -> Option<WorkloadKind> {
-    KINDS.iter().find(|k| k.group == group && k.kind.as_str() == kind).map(|k| k.kind)
-}
-
-/// Every registered kind (for the chart's RBAC checks).
-pub fn all() -> &'static [KindInfo] {
-    &KINDS
-}
-
 impl KindInfo {
     /// `group/version`, as in `apiVersion`.
     pub fn api_version(&self) -> String {
         format!("{}/{}", self.group, self.version)
     }
 
-    /// The dynamic API type (all writes go through it).
+    /// The dynamic API type (reads of metadata alone go through it).
     pub fn api_resource(&self) -> ApiResource {
         ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk(self.group, self.version, self.kind.as_str()),
@@ -151,13 +94,182 @@ impl KindInfo {
     }
 }
 
+const POD_TEMPLATE: &str = "/spec/template";
+const READ: [&str; 3] = ["get", "list", "watch"];
+const READ_PATCH: [&str; 4] = ["get", "list", "watch", "patch"];
+const READ_CREATE_DELETE: [&str; 5] = ["get", "list", "watch", "create", "delete"];
+
+/// The registry: runs `visitor` with the registry entry of `kind`, whose type names the kind's
+/// backend type.
+pub(crate) fn visit<V: KindVisitor>(kind: WorkloadKind, visitor: V) -> V::Output {
+    use Availability::{BuiltIn, Flag, FlagOrDetected};
+    match kind {
+        WorkloadKind::Deployment => {
+            visitor.visit(&const { Registered::<Deployment>::new(POD_TEMPLATE, BuiltIn, &READ_PATCH) })
+        }
+        WorkloadKind::DaemonSet => {
+            visitor.visit(&const { Registered::<DaemonSet>::new(POD_TEMPLATE, BuiltIn, &READ_PATCH) })
+        }
+        WorkloadKind::StatefulSet => {
+            visitor.visit(&const { Registered::<StatefulSet>::new(POD_TEMPLATE, BuiltIn, &READ_PATCH) })
+        }
+        // A CronJob reloads by creating a Job from its template (the Job rule covers it).
+        WorkloadKind::CronJob => visitor
+            .visit(&const { Registered::<CronJob>::new("/spec/jobTemplate/spec/template", BuiltIn, &READ) }),
+        // A Job reloads by being deleted and recreated.
+        WorkloadKind::Job => {
+            visitor.visit(&const { Registered::<Job>::new(POD_TEMPLATE, BuiltIn, &READ_CREATE_DELETE) })
+        }
+        WorkloadKind::Rollout => visitor.visit(
+            &const { Registered::<Rollout>::new(POD_TEMPLATE, Flag(KindFlag::ArgoRollouts), &READ_PATCH) },
+        ),
+        WorkloadKind::DeploymentConfig => visitor.visit(
+            &const {
+                Registered::<DeploymentConfig>::new(
+                    POD_TEMPLATE,
+                    FlagOrDetected(KindFlag::OpenShift),
+                    &READ_PATCH,
+                )
+            },
+        ),
+    }
+}
+
+/// A registry entry: a kind's backend type `K`, and what the controller knows of the kind.
+pub(crate) struct Registered<K> {
+    pub(crate) info: KindInfo,
+    backend: PhantomData<fn() -> K>,
+}
+
+impl<K: KindObject> Registered<K> {
+    /// The kind, its API group, version and plural are `K`'s. Read from `k8s_openapi::Resource`,
+    /// which `kube::Resource` is implemented from, for `&'static` values in a `const`.
+    const fn new(
+        template_pointer: &'static str,
+        availability: Availability,
+        verbs: &'static [&'static str],
+    ) -> Self {
+        let info = KindInfo {
+            kind: K::WORKLOAD_KIND,
+            group: K::GROUP,
+            version: K::VERSION,
+            plural: K::URL_PATH_SEGMENT,
+            template_pointer,
+            availability,
+            verbs,
+        };
+        Registered { info, backend: PhantomData }
+    }
+}
+
+/// Code written once for every kind, generic over the kind's backend type; [`visit`] runs it.
+pub(crate) trait KindVisitor {
+    type Output;
+    fn visit<K: KindObject>(self, kind: &'static Registered<K>) -> Self::Output;
+}
+
+/// A workload kind's backend type, as the controller reads, writes and sees its objects.
+pub(crate) trait KindObject:
+    k8s_openapi::Resource<Scope = NamespaceResourceScope>
+    + Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + DeserializeOwned
+    + fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+    const WORKLOAD_KIND: WorkloadKind;
+
+    /// Calls `f` with the object seen as a core `Workload`.
+    fn with_workload<R>(&self, f: impl FnOnce(&dyn Workload) -> R) -> R;
+
+    /// The object a view's skeleton stands for, for the kinds whose writes can be built from it;
+    /// `None` for Jobs and CronJobs, whose writes copy the whole template (they read it).
+    fn from_skeleton(skeleton: Skeleton) -> Option<Self>;
+}
+
+/// The apps/v1 kinds share one backend, generic over [`AppsKind`]. One `impl` each: a blanket one
+/// over `AppsKind` would overlap the CRD kinds' in the compiler's eyes.
+macro_rules! apps_kind_object {
+    ($($kind:ty),*) => {$(
+        impl KindObject for $kind {
+            const WORKLOAD_KIND: WorkloadKind = <$kind as AppsKind>::WORKLOAD_KIND;
+
+            fn with_workload<R>(&self, f: impl FnOnce(&dyn Workload) -> R) -> R {
+                f(&AppsWorkload(self))
+            }
+
+            fn from_skeleton(skeleton: Skeleton) -> Option<Self> {
+                Some(AppsKind::from_skeleton(skeleton))
+            }
+        }
+    )*};
+}
+apps_kind_object!(Deployment, DaemonSet, StatefulSet);
+
+impl KindObject for CronJob {
+    const WORKLOAD_KIND: WorkloadKind = WorkloadKind::CronJob;
+
+    fn with_workload<R>(&self, f: impl FnOnce(&dyn Workload) -> R) -> R {
+        f(&CronJobWorkload(self))
+    }
+
+    fn from_skeleton(_: Skeleton) -> Option<Self> {
+        None
+    }
+}
+
+impl KindObject for Job {
+    const WORKLOAD_KIND: WorkloadKind = WorkloadKind::Job;
+
+    fn with_workload<R>(&self, f: impl FnOnce(&dyn Workload) -> R) -> R {
+        f(&JobWorkload(self))
+    }
+
+    fn from_skeleton(_: Skeleton) -> Option<Self> {
+        None
+    }
+}
+
+impl<S: CrdSpec + Send + Sync + 'static> KindObject for CrdObject<S> {
+    const WORKLOAD_KIND: WorkloadKind = S::WORKLOAD_KIND;
+
+    fn with_workload<R>(&self, f: impl FnOnce(&dyn Workload) -> R) -> R {
+        f(self)
+    }
+
+    fn from_skeleton(skeleton: Skeleton) -> Option<Self> {
+        Some(CrdObject::from_skeleton(skeleton))
+    }
+}
+
+/// The registry entry of `kind`.
+pub fn info(kind: WorkloadKind) -> &'static KindInfo {
+    struct Info;
+    impl KindVisitor for Info {
+        type Output = &'static KindInfo;
+        fn visit<K: KindObject>(self, kind: &'static Registered<K>) -> &'static KindInfo {
+            &kind.info
+        }
+    }
+    visit(kind, Info)
+}
+
+/// Every registered kind, in `WorkloadKind::ALL` order (for the chart's RBAC checks).
+pub fn all() -> impl Iterator<Item = &'static KindInfo> {
+    WorkloadKind::ALL.into_iter().map(info)
+}
+
+/// The registered kind an API group and kind name denote (any version).
+pub(crate) fn by_group_kind(group: &str, kind: &str) -> Option<WorkloadKind> {
+    all().find(|k| k.group == group && k.kind.as_str() == kind).map(|k| k.kind)
+}
+
 /// The dynamic API type of any workload kind.
 pub(crate) fn api_resource(kind: WorkloadKind) -> ApiResource {
     info(kind).api_resource()
 }
-
-/// The Secrets Store CSI driver's API group and version (CSI integration).
-const CSI_GROUP_VERSION: &str = "secrets-store.csi.x-k8s.io/v1";
 
 /// SecretProviderClassPodStatus (CSI integration): watched as a resource, not a workload.
 pub(crate) fn spc_pod_status_resource() -> ApiResource {
@@ -175,99 +287,11 @@ pub(crate) fn spc_resource() -> ApiResource {
     )
 }
 
-/// What the API server serves, for the start-up's detections (OpenShift, Argo Rollouts, CSI):
-/// the group list is read once, when first needed, and shared by all of them.
-pub(crate) struct ServedApis {
-    client: Client,
-    group_versions: OnceCell<Vec<String>>,
-}
-
-impl ServedApis {
-    pub(crate) fn new(client: Client) -> Self {
-        Self { client, group_versions: OnceCell::new() }
-    }
-
-    /// Whether the API server serves both CSI resources (the driver's CRDs are installed).
-    pub(crate) async fn csi(&self) -> Result<bool, kube::Error> {
-        let served = self.resources(CSI_GROUP_VERSION).await?;
-        Ok([spc_resource(), spc_pod_status_resource()].iter().all(|wanted| served.contains(&wanted.plural)))
-    }
-
-    async fn serves(&self, info: &KindInfo) -> Result<bool, kube::Error> {
-        Ok(self.resources(&info.api_version()).await?.iter().any(|name| name == info.plural))
-    }
-
-    /// The resources the API server serves in `group_version` (none when it does not serve it).
-    /// The group list comes first: asked for a group version it does not serve, kube-apiserver
-    /// answers 404 with a plain-text body, which kube's client logs as a warning at every start.
-    async fn resources(&self, group_version: &str) -> Result<Vec<String>, kube::Error> {
-        let listed = self
-            .group_versions
-            .get_or_try_init(|| async {
-                let groups = self.client.list_api_groups().await?;
-                Ok::<_, kube::Error>(
-                    groups.groups.into_iter().flat_map(|g| g.versions).map(|v| v.group_version).collect(),
-                )
-            })
-            .await?;
-        if !listed.iter().any(|v| v == group_version) {
-            return Ok(Vec::new());
-        }
-        match self.client.list_api_group_resources(group_version).await {
-            Ok(list) => Ok(list.resources.into_iter().map(|r| r.name).collect()),
-            // Removed since the group list was read.
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
-            Err(e) => Err(e),
-        }
-    }
-}
-
 /// The kinds this run watches.
 #[derive(Debug, Clone)]
 pub(crate) struct EnabledKinds(Vec<WorkloadKind>);
 
 impl EnabledKinds {
-    /// Applies `--ignored-workload-types`, `--is-Argo-Rollouts` and `--is-openshift` (empty:
-    /// enabled when the API server serves apps.openshift.io/v1).
-    /// A kind switched on explicitly but not served stops start-up: watching it would only
-    /// retry 404s forever and never become ready, which hides the real problem. A kind only
-    /// detected is skipped, with one warning, when RBAC denies what reloader does with it.
-    pub(crate) async fn resolve(
-        apis: &ServedApis,
-        options: &Options,
-        review: &dyn AccessReview,
-    ) -> Result<Self, KindsError> {
-        let mut kinds = Vec::new();
-        for info in &KINDS {
-            let ignored = options.ignored_workloads.contains(&info.kind);
-            let enabled = match info.availability {
-                Availability::BuiltIn => !ignored,
-                // Only Argo Rollouts is switched on by a plain flag.
-                Availability::Flag(flag) => {
-                    !ignored && options.argo_rollouts && require(apis, flag, info).await?
-                }
-                // Resolved even when ignored: `--is-openshift=true` without the API is an error.
-                Availability::FlagOrDetected(flag) => {
-                    let on = match options.openshift {
-                        Some(true) => require(apis, flag, info).await?,
-                        Some(false) => false,
-                        None => {
-                            let served = apis.serves(info).await?;
-                            info!(served, "detected {} {}", info.api_version(), info.kind.as_str());
-                            served && (ignored || permitted_when_detected(review, info, flag, options).await)
-                        }
-                    };
-                    on && !ignored
-                }
-            };
-            if enabled {
-                kinds.push(info.kind);
-            }
-        }
-        Ok(EnabledKinds(kinds))
-    }
-
-    #[cfg(test)]
     pub(crate) fn of(kinds: &[WorkloadKind]) -> Self {
         EnabledKinds(kinds.to_vec())
     }
@@ -288,122 +312,76 @@ impl fmt::Display for EnabledKinds {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum KindsError {
-    #[error(transparent)]
-    Api(#[from] kube::Error),
-    #[error(
-        "{flag} but the API server does not serve {plural}.{group_version}: install its CRD or turn the flag off"
-    )]
-    NotServed { flag: &'static str, group_version: String, plural: &'static str },
+/// A workload object as its backend type, whichever kind it is.
+pub(crate) struct Loaded(Box<dyn AsWorkload>);
+
+/// What a [`Loaded`] object can do: be seen as a core `Workload`. `KindObject::with_workload`
+/// is generic over its result, which a `dyn` cannot call.
+trait AsWorkload: Send + Sync {
+    fn as_workload(&self, f: &mut dyn FnMut(&dyn Workload));
 }
 
-/// Whether RBAC lets reloader use a kind it detected; says once why not.
-async fn permitted_when_detected(
-    review: &dyn AccessReview,
-    info: &KindInfo,
-    flag: &str,
-    options: &Options,
-) -> bool {
-    let namespaces = rbac::watched_namespaces(options);
-    let denied = rbac::denied_verbs(review, info, &namespaces, rbac::writes_workloads(options)).await;
-    if denied.is_empty() {
-        return true;
+impl<K: KindObject> AsWorkload for K {
+    fn as_workload(&self, f: &mut dyn FnMut(&dyn Workload)) {
+        self.with_workload(f)
     }
-    let off = flag.replace("=true", "=false");
-    warn!(
-        kind = info.kind.as_str(),
-        "{} ({}) is served, but RBAC denies {} on {} (apiGroup \"{}\"): not watched; grant those verbs \
-         to reload it, or pass {off} to stop detecting it",
-        info.kind.as_str(),
-        info.api_version(),
-        denied.join(", "),
-        info.plural,
-        info.group,
-    );
-    false
-}
-
-async fn require(apis: &ServedApis, flag: &'static str, info: &KindInfo) -> Result<bool, KindsError> {
-    if apis.serves(info).await? {
-        Ok(true)
-    } else {
-        Err(KindsError::NotServed { flag, group_version: info.api_version(), plural: info.plural })
-    }
-}
-
-/// A workload object as its backend type.
-#[allow(clippy::large_enum_variant)] // One short-lived value per write; boxing buys nothing.
-pub(crate) enum Loaded {
-    Deployment(Deployment),
-    DaemonSet(DaemonSet),
-    StatefulSet(StatefulSet),
-    CronJob(CronJob),
-    Job(Job),
-    Rollout(Rollout),
-    DeploymentConfig(DeploymentConfig),
 }
 
 impl Loaded {
-    /// Runs `f` on the object seen through the core `Workload` trait.
+    pub(crate) fn new<K: KindObject>(object: K) -> Self {
+        Loaded(Box::new(object))
+    }
+
+    /// Calls `f` with the object seen through the core `Workload` trait.
     pub(crate) fn with<R>(&self, f: impl FnOnce(&dyn Workload) -> R) -> R {
-        match self {
-            Loaded::Deployment(o) => f(&AppsWorkload(o)),
-            Loaded::DaemonSet(o) => f(&AppsWorkload(o)),
-            Loaded::StatefulSet(o) => f(&AppsWorkload(o)),
-            Loaded::CronJob(o) => f(&CronJobWorkload(o)),
-            Loaded::Job(o) => f(&JobWorkload(o)),
-            Loaded::Rollout(o) => f(o),
-            Loaded::DeploymentConfig(o) => f(o),
-        }
+        let (mut f, mut result) = (Some(f), None);
+        self.0.as_workload(&mut |workload| result = f.take().map(|f| f(workload)));
+        result.expect("every backend shows its object once")
     }
 
     /// The object a view's skeleton stands for, for the kinds whose writes can be built from it;
     /// `None` for Jobs and CronJobs, whose writes copy the whole template (they read it).
     pub(crate) fn from_skeleton(kind: WorkloadKind, skeleton: Skeleton) -> Option<Self> {
-        Some(match kind {
-            WorkloadKind::Deployment => Loaded::Deployment(AppsKind::from_skeleton(skeleton)),
-            WorkloadKind::DaemonSet => Loaded::DaemonSet(AppsKind::from_skeleton(skeleton)),
-            WorkloadKind::StatefulSet => Loaded::StatefulSet(AppsKind::from_skeleton(skeleton)),
-            WorkloadKind::Rollout => Loaded::Rollout(Rollout::from_skeleton(skeleton)),
-            WorkloadKind::DeploymentConfig => {
-                Loaded::DeploymentConfig(DeploymentConfig::from_skeleton(skeleton))
+        struct FromSkeleton(Skeleton);
+        impl KindVisitor for FromSkeleton {
+            type Output = Option<Loaded>;
+            fn visit<K: KindObject>(self, _: &'static Registered<K>) -> Option<Loaded> {
+                K::from_skeleton(self.0).map(Loaded::new)
             }
-            WorkloadKind::CronJob | WorkloadKind::Job => return None,
-        })
+        }
+        visit(kind, FromSkeleton(skeleton))
     }
 
     /// Reads an object of `kind` from JSON (an admission request's object).
     pub(crate) fn from_json(kind: WorkloadKind, object: &serde_json::Value) -> serde_json::Result<Self> {
-        fn from_value<'a, T: serde::Deserialize<'a>>(v: &'a serde_json::Value) -> serde_json::Result<T> {
-            T::deserialize(v)
+        struct FromJson<'a>(&'a serde_json::Value);
+        impl KindVisitor for FromJson<'_> {
+            type Output = serde_json::Result<Loaded>;
+            fn visit<K: KindObject>(self, _: &'static Registered<K>) -> serde_json::Result<Loaded> {
+                K::deserialize(self.0).map(Loaded::new)
+            }
         }
-        Ok(match kind {
-            WorkloadKind::Deployment => Loaded::Deployment(from_value(object)?),
-            WorkloadKind::DaemonSet => Loaded::DaemonSet(from_value(object)?),
-            WorkloadKind::StatefulSet => Loaded::StatefulSet(from_value(object)?),
-            WorkloadKind::CronJob => Loaded::CronJob(from_value(object)?),
-            WorkloadKind::Job => Loaded::Job(from_value(object)?),
-            WorkloadKind::Rollout => Loaded::Rollout(from_value(object)?),
-            WorkloadKind::DeploymentConfig => Loaded::DeploymentConfig(from_value(object)?),
-        })
+        visit(kind, FromJson(object))
     }
+}
+
+fn namespaced<K: KindObject>(client: &Client, key: &WorkloadKey) -> Api<K> {
+    Api::namespaced(client.clone(), &key.namespace)
 }
 
 /// GETs a workload; `None` when it no longer exists.
 pub(crate) async fn load(client: &Client, key: &WorkloadKey) -> Result<Option<Loaded>, kube::Error> {
-    let (c, ns, name) = (client.clone(), &*key.namespace, &*key.name);
-    Ok(match key.kind {
-        WorkloadKind::Deployment => Api::namespaced(c, ns).get_opt(name).await?.map(Loaded::Deployment),
-        WorkloadKind::DaemonSet => Api::namespaced(c, ns).get_opt(name).await?.map(Loaded::DaemonSet),
-        WorkloadKind::StatefulSet => Api::namespaced(c, ns).get_opt(name).await?.map(Loaded::StatefulSet),
-        WorkloadKind::CronJob => Api::namespaced(c, ns).get_opt(name).await?.map(Loaded::CronJob),
-        WorkloadKind::Job => Api::namespaced(c, ns).get_opt(name).await?.map(Loaded::Job),
-        WorkloadKind::Rollout => Api::namespaced(c, ns).get_opt(name).await?.map(Loaded::Rollout),
-        WorkloadKind::DeploymentConfig => {
-            Api::namespaced(c, ns).get_opt(name).await?.map(Loaded::DeploymentConfig)
+    struct Load<'a>(&'a Client, &'a WorkloadKey);
+    impl<'a> KindVisitor for Load<'a> {
+        type Output = BoxFuture<'a, Result<Option<Loaded>, kube::Error>>;
+        fn visit<K: KindObject>(self, _: &'static Registered<K>) -> Self::Output {
+            let Load(client, key) = self;
+            Box::pin(
+                async move { Ok(namespaced::<K>(client, key).get_opt(&key.name).await?.map(Loaded::new)) },
+            )
         }
-    })
+    }
+    visit(key.kind, Load(client, key)).await
 }
 
 /// PATCHes a workload; the object as the API server left it, as its backend type.
@@ -413,80 +391,51 @@ pub(crate) async fn patch(
     params: &PatchParams,
     patch: &Patch<serde_json::Value>,
 ) -> Result<Loaded, kube::Error> {
-    async fn typed<K>(
-        client: &Client,
-        key: &WorkloadKey,
-        params: &PatchParams,
-        patch: &Patch<serde_json::Value>,
-    ) -> Result<Loaded, kube::Error>
-    where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()> + ToLoaded,
-        K: Clone + serde::de::DeserializeOwned + fmt::Debug,
-    {
-        let api: Api<K> = Api::namespaced(client.clone(), &key.namespace);
-        Ok(api.patch(&key.name, params, patch).await?.into_loaded())
-    }
-    match key.kind {
-        WorkloadKind::Deployment => typed::<Deployment>(client, key, params, patch).await,
-        WorkloadKind::DaemonSet => typed::<DaemonSet>(client, key, params, patch).await,
-        WorkloadKind::StatefulSet => typed::<StatefulSet>(client, key, params, patch).await,
-        WorkloadKind::CronJob => typed::<CronJob>(client, key, params, patch).await,
-        WorkloadKind::Job => typed::<Job>(client, key, params, patch).await,
-        WorkloadKind::Rollout => typed::<Rollout>(client, key, params, patch).await,
-        WorkloadKind::DeploymentConfig => typed::<DeploymentConfig>(client, key, params, patch).await,
-    }
-}
-
-/// Typed objects that can become a [`Loaded`] (every watched workload type).
-pub(crate) trait ToLoaded {
-    fn into_loaded(self) -> Loaded;
-}
-
-macro_rules! to_loaded {
-    ($($t:ident),*) => {$(
-        impl ToLoaded for $t {
-            fn into_loaded(self) -> Loaded {
-                Loaded::$t(self)
-            }
+    struct SendPatch<'a>(&'a Client, &'a WorkloadKey, &'a PatchParams, &'a Patch<serde_json::Value>);
+    impl<'a> KindVisitor for SendPatch<'a> {
+        type Output = BoxFuture<'a, Result<Loaded, kube::Error>>;
+        fn visit<K: KindObject>(self, _: &'static Registered<K>) -> Self::Output {
+            let SendPatch(client, key, params, patch) = self;
+            Box::pin(async move {
+                Ok(Loaded::new(namespaced::<K>(client, key).patch(&key.name, params, patch).await?))
+            })
         }
-    )*};
+    }
+    visit(key.kind, SendPatch(client, key, params, patch)).await
 }
-to_loaded!(Deployment, DaemonSet, StatefulSet, CronJob, Job, Rollout, DeploymentConfig);
+
+/// Whether the API server's 422 to a patch is the patch's precondition failing. Only a JSON
+/// patch's (its `test`) is refused with 422 rather than 409: built-in kinds say so in the
+/// message; custom resources answer a bare 422 "Invalid", so the version is compared instead.
+pub(crate) async fn precondition_failed<F>(
+    patch: PatchKind,
+    precondition: &Precondition,
+    refusal: &Status,
+    current_version: impl FnOnce() -> F,
+) -> Result<bool, kube::Error>
+where
+    F: Future<Output = Result<Option<String>, kube::Error>>,
+{
+    if patch != PatchKind::Json {
+        return Ok(false);
+    }
+    let moved = match precondition {
+        Precondition::ResourceVersion(expected) => {
+            current_version().await?.is_some_and(|now| now != *expected)
+        }
+        Precondition::None => false,
+    };
+    Ok(moved || refusal.message.contains("test"))
+}
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
-
-    use kube::Resource;
-
     use super::*;
 
-    fn typed<K: Resource<DynamicType = ()>>() -> ApiResource {
-        ApiResource::erase::<K>(&())
-    }
-
     #[test]
-    fn every_kind_is_registered_once_and_matches_its_backend_type() {
+    fn every_kind_is_registered_as_its_own_backend_type() {
         for kind in WorkloadKind::ALL {
-            assert_eq!(KINDS.iter().filter(|k| k.kind == kind).count(), 1, "{kind:?}");
-        }
-        let backends = [
-            typed::<Deployment>(),
-            typed::<DaemonSet>(),
-            typed::<StatefulSet>(),
-            typed::<CronJob>(),
-            typed::<Job>(),
-            typed::<Rollout>(),
-            typed::<DeploymentConfig>(),
-        ];
-        for (kind, backend) in WorkloadKind::ALL.into_iter().zip(backends) {
-            let registered = api_resource(kind);
-            assert_eq!(
-                (&registered.group, &registered.version, &registered.api_version, &registered.kind),
-                (&backend.group, &backend.version, &backend.api_version, &backend.kind),
-                "{kind:?}"
-            );
-            assert_eq!(registered.plural, backend.plural, "{kind:?}");
+            assert_eq!(info(kind).kind, kind);
         }
     }
 
@@ -504,11 +453,14 @@ mod tests {
                 object["spec"]["schedule"] = "* * * * *".into();
             }
             let loaded = Loaded::from_json(info.kind, &object).expect("the backend type reads it");
-            let containers: Vec<String> = loaded.with(|w| {
-                w.pod_template()
+            let (kind, containers): (WorkloadKind, Vec<String>) = loaded.with(|w| {
+                let containers = w
+                    .pod_template()
                     .and_then(|t| t.spec.as_ref())
-                    .map_or_else(Vec::new, |spec| spec.containers.iter().map(|c| c.name.clone()).collect())
+                    .map_or_else(Vec::new, |spec| spec.containers.iter().map(|c| c.name.clone()).collect());
+                (w.kind(), containers)
             });
+            assert_eq!(kind, info.kind);
             assert_eq!(containers, ["probe-container"], "{:?} at {}", info.kind, info.template_pointer);
         }
     }
@@ -520,125 +472,5 @@ mod tests {
                 assert!(info.verbs.contains(&verb), "{:?} lacks {verb}", info.kind);
             }
         }
-    }
-
-    /// Grants everything: these tests are about what is served.
-    struct Granted;
-
-    #[async_trait::async_trait]
-    impl AccessReview for Granted {
-        async fn allows(&self, _: rbac::Permission, _: Option<&str>) -> Result<bool, kube::Error> {
-            Ok(true)
-        }
-    }
-
-    /// An API server serving `served` (group versions and their resources); the paths it was asked
-    /// for go to the returned list.
-    fn discovery(
-        served: &'static [(&'static str, &'static [&'static str])],
-    ) -> (Client, Arc<Mutex<Vec<String>>>) {
-        let asked = Arc::new(Mutex::new(Vec::new()));
-        let log = asked.clone();
-        let api = tower::service_fn(move |request: http::Request<kube::client::Body>| {
-            let path = request.uri().path().to_owned();
-            log.lock().unwrap().push(path.clone());
-            let group_version =
-                |gv: &str| serde_json::json!({"groupVersion": gv, "version": gv.rsplit('/').next()});
-            let body = if path == "/apis" {
-                let groups: Vec<_> = served
-                    .iter()
-                    .map(|(gv, _)| {
-                        serde_json::json!({
-                            "name": gv.split('/').next(),
-                            "versions": [group_version(gv)],
-                            "preferredVersion": group_version(gv),
-                        })
-                    })
-                    .collect();
-                Some(serde_json::json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
-            } else {
-                served.iter().find(|(gv, _)| path == format!("/apis/{gv}")).map(|(gv, plurals)| {
-                    let resources: Vec<_> = plurals
-                        .iter()
-                        .map(|name| {
-                            serde_json::json!({"name": name, "singularName": "", "namespaced": true, "kind": "K", "verbs": ["get"]})
-                        })
-                        .collect();
-                    serde_json::json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources})
-                })
-            };
-            let response = match body {
-                Some(body) => http::Response::builder()
-                    .status(200)
-                    .body(kube::client::Body::from(body.to_string().into_bytes())),
-                None => http::Response::builder()
-                    .status(404)
-                    .body(kube::client::Body::from(b"404 page not found".to_vec())),
-            };
-            async move { Ok::<_, std::convert::Infallible>(response.expect("a valid response")) }
-        });
-        (Client::new(api, "default"), asked)
-    }
-
-    const CSI: (&str, &[&str]) =
-        ("secrets-store.csi.x-k8s.io/v1", &["secretproviderclasses", "secretproviderclasspodstatuses"]);
-
-    #[tokio::test]
-    async fn the_detections_share_one_read_of_the_group_list() {
-        let (client, asked) = discovery(&[
-            ("argoproj.io/v1alpha1", &["rollouts"]),
-            ("apps.openshift.io/v1", &["deploymentconfigs"]),
-            CSI,
-        ]);
-        let apis = ServedApis::new(client);
-        let kinds = EnabledKinds::resolve(
-            &apis,
-            &crate::args::testing::options(&["--is-Argo-Rollouts=true"]),
-            &Granted,
-        )
-        .await
-        .unwrap();
-        assert!(
-            kinds.contains(WorkloadKind::Rollout) && kinds.contains(WorkloadKind::DeploymentConfig),
-            "{kinds}"
-        );
-        assert!(apis.csi().await.unwrap());
-        let mut asked = asked.lock().unwrap().clone();
-        asked.sort();
-        assert_eq!(
-            asked,
-            [
-                "/apis",
-                "/apis/apps.openshift.io/v1",
-                "/apis/argoproj.io/v1alpha1",
-                "/apis/secrets-store.csi.x-k8s.io/v1"
-            ]
-        );
-    }
-
-    #[tokio::test]
-    async fn a_group_version_the_list_does_not_name_is_never_asked_for() {
-        let (client, asked) = discovery(&[]);
-        let apis = ServedApis::new(client);
-        let kinds =
-            EnabledKinds::resolve(&apis, &crate::args::testing::options(&[]), &Granted).await.unwrap();
-        assert!(!kinds.contains(WorkloadKind::DeploymentConfig), "{kinds}");
-        assert!(!apis.csi().await.unwrap());
-        // One group version served without the other CSI resource is not CSI.
-        let (client, _) = discovery(&[("secrets-store.csi.x-k8s.io/v1", &["secretproviderclasses"])]);
-        assert!(!ServedApis::new(client).csi().await.unwrap());
-        assert_eq!(*asked.lock().unwrap(), ["/apis"]);
-        // Switched on but not served: start-up stops, naming the flag.
-        let (client, _) = discovery(&[]);
-        let refused = EnabledKinds::resolve(
-            &ServedApis::new(client),
-            &crate::args::testing::options(&["--is-Argo-Rollouts=true"]),
-            &Granted,
-        )
-        .await;
-        assert!(
-            matches!(refused, Err(KindsError::NotServed { flag: "--is-Argo-Rollouts=true", .. })),
-            "{refused:?}"
-        );
     }
 }

@@ -9,6 +9,7 @@
 pub(crate) mod admission;
 pub mod args;
 pub(crate) mod client;
+mod discovery;
 pub(crate) mod executor;
 pub mod explain;
 pub mod kinds;

@@ -13,8 +13,8 @@ use tracing::{info, warn};
 
 use crate::admission::AdmissionState;
 use crate::client::Clients;
+use crate::discovery::{ServedApis, enabled_kinds};
 use crate::executor::{Executor, ExecutorConfig, ExecutorIo, KubeWorkloadApi};
-use crate::kinds::{EnabledKinds, ServedApis};
 use crate::leader::{ElectionConfig, Leadership};
 use crate::notify::alerts::{AlertQueue, Alerter};
 use crate::notify::events::{EventRecorder, EventSink};
@@ -115,9 +115,8 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     let review: Arc<dyn AccessReview> =
         Arc::new(RulesFirst::new(KubeRulesReview(client.clone()), KubeAccessReview(client.clone())));
     let served_apis = ServedApis::new(client.clone());
-    let kinds = EnabledKinds::resolve(&served_apis, &options, review.as_ref())
-        .await
-        .context("discovering workload kinds")?;
+    let kinds =
+        enabled_kinds(&served_apis, &options, review.as_ref()).await.context("discovering workload kinds")?;
     info!(kinds = %kinds, strategy = options.strategy.as_str(), "starting controller");
     // Stakater's handler lists (and so counts) workload kinds only when it reloads, never in
     // webhook mode.

@@ -12,7 +12,7 @@ use reloader_core::model::{ContentHash, ResourceKey, ResourceKind, ResourceVersi
 use reloader_core::views::ResourceView;
 use reloader_core::views::WorkloadView;
 
-use crate::kinds::{Loaded, ToLoaded};
+use crate::kinds::{KindObject, Loaded};
 
 fn flag(annotations: Option<&BTreeMap<String, String>>, key: &str) -> bool {
     annotations.and_then(|a| a.get(key)).is_some_and(|v| v == "true")
@@ -121,7 +121,7 @@ pub(crate) fn workload_view(loaded: &Loaded, keys: &AnnotationKeys) -> WorkloadV
 }
 
 /// The view a watch keeps of a workload object; the object itself is dropped here.
-pub(crate) fn watched_workload_view<K: ToLoaded>(obj: K, keys: &AnnotationKeys) -> Option<WorkloadView> {
-    let view = workload_view(&obj.into_loaded(), keys);
+pub(crate) fn watched_workload_view<K: KindObject>(obj: K, keys: &AnnotationKeys) -> Option<WorkloadView> {
+    let view = obj.with_workload(|w| w.view(keys));
     (!view.key.name.is_empty()).then_some(view)
 }

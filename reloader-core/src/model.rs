@@ -64,6 +64,16 @@ pub enum WorkloadKind {
     DeploymentConfig,
 }
 
+/// What the core knows of a kind (its API types live in the backends).
+struct KindFacts {
+    /// The kind as the API server names it.
+    name: &'static str,
+    /// See [`WorkloadKind::is_long_running`].
+    long_running: bool,
+    /// What a person may type instead of the name (`kubectl`'s short names and more).
+    short_names: &'static [&'static str],
+}
+
 impl WorkloadKind {
     pub const ALL: [WorkloadKind; 7] = [
         WorkloadKind::Deployment,
@@ -75,16 +85,22 @@ impl WorkloadKind {
         WorkloadKind::DeploymentConfig,
     ];
 
+    /// Every fact about a kind, in one place.
+    const fn facts(self) -> KindFacts {
+        let (name, long_running, short_names): (_, _, &[_]) = match self {
+            WorkloadKind::Deployment => ("Deployment", true, &["deploy"]),
+            WorkloadKind::DaemonSet => ("DaemonSet", true, &["ds"]),
+            WorkloadKind::StatefulSet => ("StatefulSet", true, &["sts"]),
+            WorkloadKind::CronJob => ("CronJob", false, &["cj"]),
+            WorkloadKind::Job => ("Job", false, &[]),
+            WorkloadKind::Rollout => ("Rollout", true, &["ro"]),
+            WorkloadKind::DeploymentConfig => ("DeploymentConfig", true, &["dc"]),
+        };
+        KindFacts { name, long_running, short_names }
+    }
+
     pub fn as_str(self) -> &'static str {
-        match self {
-            WorkloadKind::Deployment => "Deployment",
-            WorkloadKind::DaemonSet => "DaemonSet",
-            WorkloadKind::StatefulSet => "StatefulSet",
-            WorkloadKind::CronJob => "CronJob",
-            WorkloadKind::Job => "Job",
-            WorkloadKind::Rollout => "Rollout",
-            WorkloadKind::DeploymentConfig => "DeploymentConfig",
-        }
+        self.facts().name
     }
 
     /// Whether the kind keeps its pods running and converges them on its template, so that
@@ -92,30 +108,20 @@ impl WorkloadKind {
     /// reload runs batch work again instead (recreates the Job, spawns one): only a live change
     /// may do that, never a start-up or leadership catch-up (docs/beyond-stakater.md §2).
     pub fn is_long_running(self) -> bool {
-        match self {
-            WorkloadKind::Deployment
-            | WorkloadKind::DaemonSet
-            | WorkloadKind::StatefulSet
-            | WorkloadKind::Rollout
-            | WorkloadKind::DeploymentConfig => true,
-            WorkloadKind::CronJob | WorkloadKind::Job => false,
-        }
+        self.facts().long_running
     }
 
-    /// Parses a kind as typed by a person (`deployment`, `deploy`, `Deployment`, `deployments`, ...).
+    /// Parses a kind as typed by a person (`deployment`, `deploy`, `Deployment`, `deployments`, ...):
+    /// any case, any number of trailing `s`.
     pub fn parse_loose(s: &str) -> Option<Self> {
-        let lower = s.to_ascii_lowercase();
-        let kind = match lower.trim_end_matches('s') {
-            "deployment" | "deploy" => WorkloadKind::Deployment,
-            "daemonset" | "d" | "ds" => WorkloadKind::DaemonSet,
-            "statefulset" | "st" | "sts" => WorkloadKind::StatefulSet,
-            "cronjob" | "cj" => WorkloadKind::CronJob,
-            "job" => WorkloadKind::Job,
-            "rollout" | "ro" => WorkloadKind::Rollout,
-            "deploymentconfig" | "dc" => WorkloadKind::DeploymentConfig,
-            _ => return None,
-        };
-        Some(kind)
+        let stem = |name: &str| name.to_ascii_lowercase().trim_end_matches('s').to_owned();
+        let typed = stem(s);
+        WorkloadKind::ALL.into_iter().find(|kind| {
+            let facts = kind.facts();
+            std::iter::once(facts.name)
+                .chain(facts.short_names.iter().copied())
+                .any(|name| stem(name) == typed)
+        })
     }
 }
 
@@ -328,4 +334,38 @@ pub struct KeyUse {
     pub(crate) kind: ResourceKind,
     pub(crate) name: Box<str>,
     pub(crate) key: Option<Box<str>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WorkloadKind;
+
+    #[test]
+    fn kinds_parse_by_name_short_name_and_plural_in_any_case() {
+        let cases = [
+            ("deployment", Some(WorkloadKind::Deployment)),
+            ("Deployments", Some(WorkloadKind::Deployment)),
+            ("deploy", Some(WorkloadKind::Deployment)),
+            ("DaemonSet", Some(WorkloadKind::DaemonSet)),
+            ("ds", Some(WorkloadKind::DaemonSet)),
+            ("d", Some(WorkloadKind::DaemonSet)),
+            ("statefulsets", Some(WorkloadKind::StatefulSet)),
+            ("sts", Some(WorkloadKind::StatefulSet)),
+            ("st", Some(WorkloadKind::StatefulSet)),
+            ("cronjob", Some(WorkloadKind::CronJob)),
+            ("CJ", Some(WorkloadKind::CronJob)),
+            ("jobs", Some(WorkloadKind::Job)),
+            ("rollout", Some(WorkloadKind::Rollout)),
+            ("ro", Some(WorkloadKind::Rollout)),
+            ("deploymentconfig", Some(WorkloadKind::DeploymentConfig)),
+            ("dc", Some(WorkloadKind::DeploymentConfig)),
+            ("pod", None),
+            ("", None),
+            ("s", None),
+            ("j", None),
+        ];
+        for (typed, kind) in cases {
+            assert_eq!(WorkloadKind::parse_loose(typed), kind, "{typed:?}");
+        }
+    }
 }

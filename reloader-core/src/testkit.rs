@@ -17,7 +17,7 @@ use crate::hash::sha1;
 use crate::markers::{MarkerChange, template_strategic_patch};
 use crate::model::{ContentHash, RefVia, ResourceKey, ResourceKind, WorkloadKind};
 use crate::views::{ResourceView, WorkloadView};
-use crate::workload::{PatchKind, Workload, WorkloadWrite, WriteContext};
+use crate::workload::{PatchKind, Precondition, Workload, WorkloadWrite, WriteContext};
 
 pub const NS: &str = "default";
 pub const CM_RELOAD: &str = "configmap.reloader.stakater.com/reload";
@@ -300,8 +300,11 @@ impl Workload for TestWorkload {
         changes: &[MarkerChange],
         ctx: &WriteContext<'_>,
     ) -> Option<WorkloadWrite> {
-        template_strategic_patch(template, changes, ctx.keys, ctx.now_unix)
-            .map(|body| WorkloadWrite::Patch { kind: PatchKind::Strategic, body })
+        template_strategic_patch(template, changes, ctx.keys, ctx.now_unix).map(|body| WorkloadWrite::Patch {
+            kind: PatchKind::Strategic,
+            body,
+            precondition: Precondition::None,
+        })
     }
 }
 

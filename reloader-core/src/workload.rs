@@ -20,11 +20,31 @@ pub enum PatchKind {
     Json,
 }
 
+/// What the object must still be for a patch to apply. The backend writes it into the body in
+/// the patch format's own terms (`metadata.resourceVersion`, a JSON patch's `test`) and states
+/// it here too, so that whoever sends the patch never reads the body to learn it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Precondition {
+    /// None: the write is the same whenever it is sent.
+    None,
+    /// The object's `resourceVersion` is still this one (the write carries the time, or
+    /// addresses list entries by position); the API server refuses the patch otherwise.
+    ResourceVersion(String),
+}
+
+impl Precondition {
+    /// The version an object was read at, where it has one (an object never read from a
+    /// server has none, and nothing to guard).
+    pub fn read_at(metadata: &ObjectMeta) -> Self {
+        metadata.resource_version.clone().map_or(Precondition::None, Precondition::ResourceVersion)
+    }
+}
+
 /// The concrete write a backend wants made. The executor sends it; backends never do I/O.
 #[derive(Debug, Clone, PartialEq)]
 pub enum WorkloadWrite {
     /// PATCH the workload itself.
-    Patch { kind: PatchKind, body: serde_json::Value },
+    Patch { kind: PatchKind, body: serde_json::Value, precondition: Precondition },
     /// Create this Job (a CronJob reload: the CronJob itself is not modified).
     CreateJob(Box<Job>),
     /// Delete the Job of the same name (background propagation), then create this one.

@@ -105,9 +105,9 @@ impl WorkloadApi for FakeApi {
     async fn load(&self, key: &WorkloadKey) -> Result<Option<Loaded>, kube::Error> {
         self.record(Call::Load(key.name.to_string()));
         Ok(self.objects.lock().unwrap().get(key).cloned().map(|stored| match stored {
-            Stored::Deployment(d) => Loaded::Deployment(d),
-            Stored::Job(j) => Loaded::Job(j),
-            Stored::Rollout(r) => Loaded::Rollout(r),
+            Stored::Deployment(d) => Loaded::new(d),
+            Stored::Job(j) => Loaded::new(j),
+            Stored::Rollout(r) => Loaded::new(r),
         }))
     }
 
@@ -135,11 +135,11 @@ impl WorkloadApi for FakeApi {
             return Ok(answer);
         }
         Ok(match self.objects.lock().unwrap().get(key).cloned() {
-            Some(Stored::Deployment(d)) => Loaded::Deployment(d),
-            Some(Stored::Job(j)) => Loaded::Job(j),
-            Some(Stored::Rollout(r)) => Loaded::Rollout(r),
-            None if key.kind == WorkloadKind::Rollout => Loaded::Rollout(rollout(&key.name)),
-            None => Loaded::Deployment(deployment(&key.name)),
+            Some(Stored::Deployment(d)) => Loaded::new(d),
+            Some(Stored::Job(j)) => Loaded::new(j),
+            Some(Stored::Rollout(r)) => Loaded::new(r),
+            None if key.kind == WorkloadKind::Rollout => Loaded::new(rollout(&key.name)),
+            None => Loaded::new(deployment(&key.name)),
         })
     }
 
@@ -1165,9 +1165,9 @@ fn indexed(h: &Harness, key: &WorkloadKey, object: Stored) {
     };
     h.api.put(key, object.clone());
     h.views.index(&match object {
-        Stored::Deployment(d) => Loaded::Deployment(d),
-        Stored::Job(j) => Loaded::Job(j),
-        Stored::Rollout(r) => Loaded::Rollout(r),
+        Stored::Deployment(d) => Loaded::new(d),
+        Stored::Job(j) => Loaded::new(j),
+        Stored::Rollout(r) => Loaded::new(r),
     });
 }
 
@@ -1329,7 +1329,7 @@ async fn a_writes_answer_reaches_the_index_before_the_write_leaves_the_queue() {
     let change = env_change("cfg", 1);
     let mut answer = current_deployment("web", &change);
     answer.metadata.resource_version = Some("11".into());
-    h.api.patch_answers.lock().unwrap().push_back(Loaded::Deployment(answer.clone()));
+    h.api.patch_answers.lock().unwrap().push_back(Loaded::new(answer.clone()));
     h.api.fail_patches(&[500, 500, 500, 500, 500, 500]);
     h.reload(&workload, vec![env_change("other", 2)]);
     assert!(h.executor.has_work(&workload));
@@ -1339,7 +1339,7 @@ async fn a_writes_answer_reaches_the_index_before_the_write_leaves_the_queue() {
     h.reload(&workload, vec![change]);
     h.settle(SETTLE).await;
     assert!(!h.executor.has_work(&workload));
-    let expected = workload_view(&Loaded::Deployment(answer), &AnnotationKeys::default());
+    let expected = workload_view(&Loaded::new(answer), &AnnotationKeys::default());
     assert_eq!(*h.views.written.lock().unwrap(), [(expected, true)]);
     h.stop().await;
 }

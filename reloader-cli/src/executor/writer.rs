@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use super::api::{WorkloadApi, WorkloadViews};
-use crate::kinds::Loaded;
+use crate::kinds::{Loaded, precondition_failed};
 use crate::notify::alerts::{AlertQueue, ReloadNotice};
 use crate::notify::events::{EventSink, EventTarget, WorkloadEvent};
 use crate::observe::metrics::{ActionResult, ErrorType, SkipReason, WriteMetrics};
@@ -332,8 +332,7 @@ impl Writer {
             WorkloadWrite::CreateJob(_) | WorkloadWrite::RecreateJob(_) => 201,
         };
         match write {
-            WorkloadWrite::Patch { kind, body } => {
-                let tested = tested_version(&body);
+            WorkloadWrite::Patch { kind, body, precondition } => {
                 let patch = match kind {
                     PatchKind::Strategic => Patch::Strategic(body),
                     PatchKind::Merge => Patch::Merge(body),
@@ -355,16 +354,11 @@ impl Writer {
                         e.code = 409;
                         return Err(kube::Error::Api(e).into());
                     }
-                    // A JSON patch whose resourceVersion `test` failed: someone wrote the object
-                    // since we read it, a conflict to re-read and retry like a 409. Built-in kinds
-                    // say so in the message; custom resources answer a bare 422 "Invalid", so the
-                    // version is compared instead.
-                    Err(kube::Error::Api(mut e)) if kind == PatchKind::Json && e.code == 422 => {
-                        let moved = match &tested {
-                            Some(tested) => self.api.resource_version(key).await?.filter(|now| now != tested),
-                            None => None,
-                        };
-                        if moved.is_some() || e.message.contains("test") {
+                    // A precondition that failed: someone wrote the object since we read it, a
+                    // conflict to re-read and retry like a 409.
+                    Err(kube::Error::Api(mut e)) if e.code == 422 => {
+                        let current_version = || self.api.resource_version(key);
+                        if precondition_failed(kind, &precondition, &e, current_version).await? {
                             e.code = 409;
                         }
                         return Err(kube::Error::Api(e).into());
@@ -444,18 +438,9 @@ fn retry_after(e: &kube::Error) -> Option<Duration> {
     (seconds > 0).then(|| Duration::from_secs(u64::from(seconds)))
 }
 
-/// The resourceVersion a JSON patch's `test` operation requires, if it has one.
-fn tested_version(body: &serde_json::Value) -> Option<String> {
-    body.as_array()?
-        .iter()
-        .find(|op| op["op"] == "test" && op["path"] == "/metadata/resourceVersion")
-        .and_then(|op| op["value"].as_str())
-        .map(str::to_owned)
-}
-
 fn describe(write: &WorkloadWrite) -> String {
     match write {
-        WorkloadWrite::Patch { kind, body } => format!("{kind:?} patch {body}"),
+        WorkloadWrite::Patch { kind, body, .. } => format!("{kind:?} patch {body}"),
         WorkloadWrite::CreateJob(job) => format!("create Job from {:?}", job.metadata.generate_name),
         WorkloadWrite::RecreateJob(job) => format!("recreate Job {:?}", job.metadata.name),
     }
@@ -497,11 +482,9 @@ impl Attempts {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use std::time::Duration;
 
-    use super::{conflict_pause, retry_after, tested_version, transient_pause};
+    use super::{conflict_pause, retry_after, transient_pause};
 
     #[test]
     fn conflict_pauses_start_at_zero_and_stay_within_a_second() {
@@ -578,16 +561,5 @@ mod tests {
             assert_eq!(retry_after(&status(details)), expected, "{details:?}");
         }
         assert_eq!(retry_after(&kube::Error::LinesCodecMaxLineLengthExceeded), None);
-    }
-
-    #[test]
-    fn finds_the_resource_version_a_json_patch_tests() {
-        let body = json!([
-            {"op": "test", "path": "/metadata/resourceVersion", "value": "77"},
-            {"op": "add", "path": "/spec/template/metadata", "value": {}},
-        ]);
-        assert_eq!(tested_version(&body).as_deref(), Some("77"));
-        assert_eq!(tested_version(&json!([{"op": "add", "path": "/a", "value": 1}])), None);
-        assert_eq!(tested_version(&json!({"spec": {}})), None, "a merge patch tests nothing");
     }
 }

@@ -7,6 +7,8 @@ use reloader_core::model::{ResourceKind, WorkloadKind};
 use reloader_core::options::{NamespaceScope, Options};
 use reloader_core::selector::LabelSelector;
 
+use crate::kinds::Availability;
+
 /// Everything decided by the flags alone (not the namespace selector, which needs the Namespace).
 pub fn of_settings(options: &Options, kind: WorkloadKind, namespace: &str) -> Scope {
     let mut scope = Scope { workload: workload(options, kind, namespace), ..Scope::default() };
@@ -28,12 +30,12 @@ fn workload(options: &Options, kind: WorkloadKind, namespace: &str) -> Option<St
     if options.ignored_workloads.contains(&kind) {
         return Some(format!("{kind}s are ignored (--ignored-workload-types)"));
     }
-    match kind {
-        WorkloadKind::Rollout if !options.argo_rollouts => {
-            return Some("Rollouts are reloaded only with --is-Argo-Rollouts=true".to_owned());
+    match crate::kinds::info(kind).availability {
+        Availability::Flag(flag) if flag.value(options) != Some(true) => {
+            return Some(format!("{kind}s are reloaded only with {}=true", flag.name()));
         }
-        WorkloadKind::DeploymentConfig if options.openshift == Some(false) => {
-            return Some("DeploymentConfigs are ignored (--is-openshift=false)".to_owned());
+        Availability::FlagOrDetected(flag) if flag.value(options) == Some(false) => {
+            return Some(format!("{kind}s are ignored ({}=false)", flag.name()));
         }
         _ => {}
     }

@@ -63,7 +63,7 @@ fn deployment(
         },
     }))
     .unwrap();
-    workload_view(&Loaded::Deployment(object), &AnnotationKeys::default())
+    workload_view(&Loaded::new(object), &AnnotationKeys::default())
 }
 
 /// Explicitly reloads on ConfigMap `cfg`.
@@ -461,12 +461,7 @@ fn marked(kind: WorkloadKind, name: &str, hash: &str) -> WorkloadView {
         _ => json!({"selector": {}, "template": template}),
     };
     let object = json!({"metadata": metadata, "spec": spec});
-    let loaded = match kind {
-        WorkloadKind::Deployment => Loaded::Deployment(serde_json::from_value(object).unwrap()),
-        WorkloadKind::Job => Loaded::Job(serde_json::from_value(object).unwrap()),
-        WorkloadKind::CronJob => Loaded::CronJob(serde_json::from_value(object).unwrap()),
-        other => panic!("no fixture for {other:?}"),
-    };
+    let loaded = Loaded::from_json(kind, &object).unwrap();
     workload_view(&loaded, &AnnotationKeys::default())
 }
 

@@ -277,7 +277,7 @@ mod tests {
 
     /// A Deployment mounting class `vault`, annotated with `annotation`.
     fn workload(annotation: (&str, &str)) -> reloader_core::views::WorkloadView {
-        let object = serde_json::from_value(json!({
+        let object: k8s_openapi::api::apps::v1::Deployment = serde_json::from_value(json!({
             "metadata": {"name": "web", "namespace": NS, "annotations": {annotation.0: annotation.1}},
             "spec": {"selector": {}, "template": {"spec": {
                 "containers": [{"name": "app", "volumeMounts": [{"name": "secrets", "mountPath": "/mnt"}]}],
@@ -286,7 +286,7 @@ mod tests {
             }}},
         }))
         .unwrap();
-        workload_view(&Loaded::Deployment(object), &AnnotationKeys::default())
+        workload_view(&Loaded::new(object), &AnnotationKeys::default())
     }
 
     /// Runs `steps` through the real targets and the reconcile stage (reload on create and delete both

@@ -2,26 +2,20 @@
 //! LIST. Workload changes go to the state like resource changes.
 
 use std::collections::HashSet;
-use std::fmt::Debug;
 use std::sync::Arc;
 
 use futures::FutureExt as _;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::batch::v1::{CronJob, Job};
+use kube::Client;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
-use kube::{Client, Resource};
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::model::{WorkloadKey, WorkloadKind};
-use reloader_workload_argo::Rollout;
-use reloader_workload_openshift::DeploymentConfig;
-use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use super::glue::{IndexTarget, index_watch};
 use super::initial_list::watcher_stream;
 use super::{Watch, api_for, watch_config, watch_name};
-use crate::kinds::ToLoaded;
+use crate::kinds::{self, KindObject, KindVisitor, Registered};
 use crate::observe::metrics::WatchMetrics;
 use crate::state::{Phase, WorkloadState};
 use crate::views::watched_workload_view;
@@ -36,23 +30,25 @@ pub(super) fn watch(
     metrics: &WatchMetrics,
 ) -> Watch {
     let target = WorkloadTarget { state, kind, namespace: namespace.map(String::from), keys: keys.clone() };
-    match kind {
-        WorkloadKind::Deployment => start::<Deployment>(client, target, metrics),
-        WorkloadKind::DaemonSet => start::<DaemonSet>(client, target, metrics),
-        WorkloadKind::StatefulSet => start::<StatefulSet>(client, target, metrics),
-        WorkloadKind::CronJob => start::<CronJob>(client, target, metrics),
-        WorkloadKind::Job => start::<Job>(client, target, metrics),
-        WorkloadKind::Rollout => start::<Rollout>(client, target, metrics),
-        WorkloadKind::DeploymentConfig => start::<DeploymentConfig>(client, target, metrics),
+    kinds::visit(kind, Start { client, target, metrics })
+}
+
+/// Starts the watch of the kind's backend type.
+struct Start<'a> {
+    client: &'a Client,
+    target: WorkloadTarget,
+    metrics: &'a WatchMetrics,
+}
+
+impl KindVisitor for Start<'_> {
+    type Output = Watch;
+
+    fn visit<K: KindObject>(self, _: &'static Registered<K>) -> Watch {
+        start::<K>(self.client, self.target, self.metrics)
     }
 }
 
-fn start<K>(client: &Client, target: WorkloadTarget, metrics: &WatchMetrics) -> Watch
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope> + ToLoaded,
-    K: Clone + DeserializeOwned + Debug + Send + 'static,
-    K::DynamicType: Default,
-{
+fn start<K: KindObject>(client: &Client, target: WorkloadTarget, metrics: &WatchMetrics) -> Watch {
     let api: Api<K> = api_for(client, target.namespace.as_deref());
     let (tx, synced) = watch::channel(false);
     let name = watch_name(target.kind.as_str(), target.namespace.as_deref());
@@ -71,7 +67,7 @@ struct WorkloadTarget {
     keys: AnnotationKeys,
 }
 
-impl<K: ToLoaded> IndexTarget<K> for WorkloadTarget {
+impl<K: KindObject> IndexTarget<K> for WorkloadTarget {
     type Key = WorkloadKey;
 
     fn apply(&mut self, object: K, phase: Phase) -> Option<WorkloadKey> {

@@ -5,7 +5,7 @@ use reloader_core::annotations::{AnnotationKeys, LAST_RELOADED_FROM};
 use reloader_core::hash::DELETE_MARKER_HASH;
 use reloader_core::markers::MarkerChange;
 use reloader_core::model::{ReloadStrategy, ResourceKind, WorkloadKind};
-use reloader_core::workload::{PatchKind, Workload, WorkloadWrite, WriteError};
+use reloader_core::workload::{PatchKind, Precondition, Workload, WorkloadWrite, WriteError};
 use reloader_workload_testkit::*;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -58,6 +58,7 @@ fn strategic(template_patch: Value) -> Option<WorkloadWrite> {
     Some(WorkloadWrite::Patch {
         kind: PatchKind::Strategic,
         body: json!({"spec": {"template": template_patch}}),
+        precondition: Precondition::None,
     })
 }
 
@@ -83,6 +84,7 @@ fn guarded_strategic(template_patch: Value) -> Option<WorkloadWrite> {
     Some(WorkloadWrite::Patch {
         kind: PatchKind::Strategic,
         body: json!({"metadata": {"resourceVersion": VERSION}, "spec": {"template": template_patch}}),
+        precondition: Precondition::ResourceVersion(VERSION.to_owned()),
     })
 }
 
@@ -236,6 +238,7 @@ fn pause_period_pauses_in_the_reload_patch() {
             "metadata": {"annotations": {PAUSED_AT: NOW}, "resourceVersion": VERSION},
             "spec": {"paused": true, "template": {"spec": env_patch}},
         }),
+        precondition: Precondition::ResourceVersion(VERSION.to_owned()),
     });
     let reload_only = strategic(json!({"spec": env_patch}));
     let cases = [
@@ -297,6 +300,7 @@ fn resume_unpauses_only_what_reloader_paused() {
             "metadata": {"annotations": {PAUSED_AT: null}, "resourceVersion": VERSION},
             "spec": {"paused": false},
         }),
+        precondition: Precondition::ResourceVersion(VERSION.to_owned()),
     });
     let cases = [
         ("ours", json!({PAUSE_PERIOD: "5m", PAUSED_AT: NOW}), true, &resume),

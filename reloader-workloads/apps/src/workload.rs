@@ -4,7 +4,7 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use reloader_core::markers::{MarkerChange, template_strategic_patch};
 use reloader_core::model::WorkloadKind;
-use reloader_core::workload::{PatchKind, Workload, WorkloadWrite, WriteContext};
+use reloader_core::workload::{PatchKind, Precondition, Workload, WorkloadWrite, WriteContext};
 use serde_json::{Value, json};
 
 use crate::kind::AppsKind;
@@ -62,10 +62,12 @@ impl<K: AppsKind> Workload for AppsWorkload<'_, K> {
         // change the object again if the marker or pause were already there: it applies only to
         // the version it was built from (a 409 otherwise, then a fresh read). An env-var write
         // is the same whenever it is sent, so it goes unguarded (docs/behaviour.md).
-        if pauses || body["spec"]["template"].get("metadata").is_some() {
-            guard(&mut body, self.metadata());
-        }
-        Some(WorkloadWrite::Patch { kind: PatchKind::Strategic, body })
+        let precondition = if pauses || body["spec"]["template"].get("metadata").is_some() {
+            guard(&mut body, self.metadata())
+        } else {
+            Precondition::None
+        };
+        Some(WorkloadWrite::Patch { kind: PatchKind::Strategic, body, precondition })
     }
 
     /// Unpauses a Deployment that reloader paused (it carries `paused-at`); `None` for every
@@ -82,15 +84,17 @@ impl<K: AppsKind> Workload for AppsWorkload<'_, K> {
             body["metadata"]["annotations"][ctx.keys.hold_period.as_str()] = Value::Null;
         }
         // Never resume a Deployment a user paused since: only the version that carried `paused-at`.
-        guard(&mut body, self.metadata());
-        Some(WorkloadWrite::Patch { kind: PatchKind::Merge, body })
+        let precondition = guard(&mut body, self.metadata());
+        Some(WorkloadWrite::Patch { kind: PatchKind::Merge, body, precondition })
     }
 }
 
 /// Makes a patch apply only to the object's current `resourceVersion` (the API server answers
 /// 409 otherwise); nothing for an object that has none (never read from a server).
-fn guard(body: &mut Value, metadata: &ObjectMeta) {
-    if let Some(version) = &metadata.resource_version {
+fn guard(body: &mut Value, metadata: &ObjectMeta) -> Precondition {
+    let precondition = Precondition::read_at(metadata);
+    if let Precondition::ResourceVersion(version) = &precondition {
         body["metadata"]["resourceVersion"] = Value::String(version.clone());
     }
+    precondition
 }

@@ -9,7 +9,7 @@ use reloader_core::markers::{
 };
 use reloader_core::naming::env_var_name;
 use reloader_core::views::WorkloadView;
-use reloader_core::workload::{PatchKind, WorkloadWrite, WriteContext};
+use reloader_core::workload::{PatchKind, Precondition, WorkloadWrite, WriteContext};
 use serde_json::json;
 
 use crate::Rollout;
@@ -66,10 +66,11 @@ pub(crate) fn restart_write(
     });
     // A restart carries the time: replayed on a Rollout that already records it, it would
     // restart the pods again. It applies only to the version it was built from (409 otherwise).
-    if let Some(version) = &rollout.metadata.resource_version {
+    let precondition = Precondition::read_at(&rollout.metadata);
+    if let Precondition::ResourceVersion(version) = &precondition {
         body["metadata"]["resourceVersion"] = json!(version);
     }
-    Some(WorkloadWrite::Patch { kind: PatchKind::Merge, body })
+    Some(WorkloadWrite::Patch { kind: PatchKind::Merge, body, precondition })
 }
 
 /// Makes `markers` say what `recorded` says, under both strategies: the annotation marker, and

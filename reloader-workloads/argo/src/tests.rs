@@ -4,7 +4,7 @@ use reloader_core::hash::DELETE_MARKER_HASH;
 use reloader_core::markers::{MarkerAction, MarkerChange};
 use reloader_core::model::{ReloadStrategy, ResourceKey, WorkloadKey, WorkloadKind};
 use reloader_core::skeleton::skeleton;
-use reloader_core::workload::{PatchKind, Workload, WorkloadWrite, WriteError};
+use reloader_core::workload::{PatchKind, Precondition, Workload, WorkloadWrite, WriteError};
 use reloader_workload_testkit::*;
 use serde_json::{Map, Value, json};
 
@@ -58,7 +58,11 @@ fn reload(object: &Rollout, changes: &[MarkerChange]) -> Result<Option<WorkloadW
 }
 
 fn json_patch(ops: Value) -> Option<WorkloadWrite> {
-    Some(WorkloadWrite::Patch { kind: PatchKind::Json, body: guarded_json_patch("77", ops) })
+    Some(WorkloadWrite::Patch {
+        kind: PatchKind::Json,
+        body: guarded_json_patch("77", ops),
+        precondition: Precondition::ResourceVersion("77".to_owned()),
+    })
 }
 
 fn restart(recorded: String) -> Option<WorkloadWrite> {
@@ -68,6 +72,7 @@ fn restart(recorded: String) -> Option<WorkloadWrite> {
             "metadata": {"annotations": {LAST_RELOADED_FROM: recorded}, "resourceVersion": "77"},
             "spec": {"restartAt": NOW},
         }),
+        precondition: Precondition::ResourceVersion("77".to_owned()),
     })
 }
 

@@ -7,7 +7,7 @@ use reloader_core::json_patch::template_json_patch;
 use reloader_core::markers::MarkerChange;
 use reloader_core::model::WorkloadKind;
 use reloader_core::views::{WorkloadView, build_view};
-use reloader_core::workload::{PatchKind, Workload, WorkloadWrite, WriteContext};
+use reloader_core::workload::{PatchKind, Precondition, Workload, WorkloadWrite, WriteContext};
 
 use crate::{CrdObject, CrdSpec};
 
@@ -65,6 +65,8 @@ impl<S: CrdSpec> CrdObject<S> {
             ctx.keys,
             ctx.now_unix,
         )?;
-        Some(WorkloadWrite::Patch { kind: PatchKind::Json, body })
+        // An object never read from a server has no version: the `test` of the empty one fails.
+        let precondition = Precondition::ResourceVersion(resource_version.to_owned());
+        Some(WorkloadWrite::Patch { kind: PatchKind::Json, body, precondition })
     }
 }

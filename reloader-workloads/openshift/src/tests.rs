@@ -50,7 +50,7 @@ fn reload(object: &DeploymentConfig, changes: &[MarkerChange]) -> Result<Option<
     let cached = DeploymentConfig::from_skeleton(skeleton(&view, &keys).expect("uid and resourceVersion"));
     assert_eq!(cached.reload_write(changes, &ctx), read, "from the view, {changes:?}");
     Ok(read?.map(|write| match write {
-        WorkloadWrite::Patch { kind: PatchKind::Json, body } => body,
+        WorkloadWrite::Patch { kind: PatchKind::Json, body, .. } => body,
         other => panic!("a DeploymentConfig reload is a JSON patch, got {other:?}"),
     }))
 }

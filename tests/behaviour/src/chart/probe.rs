@@ -24,11 +24,7 @@ pub const LAST_RELOADED_FROM: &str = "reloader.stakater.com/last-reloaded-from";
 
 /// The kinds every install watches (the registry's built-in kinds).
 pub fn built_in_kinds() -> Vec<WorkloadKind> {
-    kinds::all()
-        .iter()
-        .filter(|info| info.availability == Availability::BuiltIn)
-        .map(|info| info.kind)
-        .collect()
+    kinds::all().filter(|info| info.availability == Availability::BuiltIn).map(|info| info.kind).collect()
 }
 
 /// The name of the probe workload of `kind`.
