@@ -19,6 +19,10 @@ const LISTENER_FLOOR: u16 = 10_000;
 /// Where Linux's ephemeral range starts by default, when `/proc` does not say.
 const DEFAULT_EPHEMERAL_START: u16 = 32_768;
 const DRAWS: usize = 200;
+/// `<lane>/<lanes>` (from 0), set by hack/test when it runs test binaries side by side: each
+/// process draws from its own slice of the range, so two of them never choose the same port
+/// between one's check and its component's bind.
+pub const LANE_VAR: &str = "RELOADER_TEST_PORT_LANE";
 
 /// A port on 127.0.0.1 free right now and not handed out before by this process. Released at
 /// once, so the process it is meant for can bind it.
@@ -34,7 +38,7 @@ pub fn free_port() -> u16 {
 pub fn try_free_port() -> io::Result<u16> {
     static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
     let mut handed_out = HANDED_OUT.lock().unwrap_or_else(PoisonError::into_inner);
-    let range = listener_range(ephemeral_start());
+    let range = lane_range(listener_range(ephemeral_start()), std::env::var(LANE_VAR).ok().as_deref())?;
     let seed = RandomState::new();
     for draw in 0..DRAWS {
         let mut hasher = seed.build_hasher();
@@ -67,6 +71,27 @@ fn listener_range(ephemeral_start: u16) -> Range<u16> {
     }
 }
 
+/// This process's slice of `range` when [`LANE_VAR`] names one.
+fn lane_range(range: Range<u16>, lane: Option<&str>) -> io::Result<Range<u16>> {
+    let Some(lane) = lane else { return Ok(range) };
+    let invalid = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{LANE_VAR}={lane:?}: expected <lane>/<lanes> with lane < lanes, e.g. 0/2"),
+        )
+    };
+    let (index, count) = lane.split_once('/').ok_or_else(invalid)?;
+    let (index, count): (u16, u16) =
+        (index.trim().parse().map_err(|_| invalid())?, count.trim().parse().map_err(|_| invalid())?);
+    if count == 0 || index >= count {
+        return Err(invalid());
+    }
+    let width = (range.end - range.start) / count;
+    let start = range.start + index * width;
+    let end = if index + 1 == count { range.end } else { start + width };
+    Ok(start..end)
+}
+
 fn pick(range: &Range<u16>, random: u64) -> u16 {
     let width = u64::from(range.end - range.start);
     let offset = u16::try_from(random % width).expect("an offset within a u16 range");
@@ -93,5 +118,19 @@ mod tests {
         assert_eq!(listener_range(32_768), 10_000..32_768);
         assert_eq!(listener_range(1_024), 10_000..u16::MAX);
         assert_eq!(pick(&(10_000..10_003), 7), 10_001);
+    }
+
+    #[test]
+    fn lanes_split_the_range_without_overlap() {
+        let range = 10_000..32_768;
+        assert_eq!(lane_range(range.clone(), None).unwrap(), range);
+        assert_eq!(lane_range(range.clone(), Some("0/1")).unwrap(), range);
+        assert_eq!(lane_range(range.clone(), Some("0/2")).unwrap(), 10_000..21_384);
+        assert_eq!(lane_range(range.clone(), Some("1/2")).unwrap(), 21_384..32_768);
+        assert_eq!(lane_range(range.clone(), Some("2/3")).unwrap(), 25_178..32_768);
+        for bad in ["", "1", "2/2", "0/0", "a/2", "-1/2"] {
+            let error = lane_range(range.clone(), Some(bad)).unwrap_err().to_string();
+            assert!(error.contains(LANE_VAR) && error.contains(&format!("{bad:?}")), "{error}");
+        }
     }
 }
