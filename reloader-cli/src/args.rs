@@ -84,6 +84,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "LIST")]
     pub ignored_workload_types: Vec<String>,
 
+    /// Also reload this kind: group=G,version=V,kind=K,resource=PLURAL,template=/json/pointer (repeatable)
+    #[arg(long, value_name = "DECLARATION")]
+    pub custom_workload: Vec<String>,
+
     /// Watch exactly these namespaces
     #[arg(long, value_name = "LIST")]
     pub namespaces: Vec<String>,
@@ -290,6 +294,7 @@ impl From<RunArgs> for RawOptions {
             webhook_url,
             resources_to_ignore,
             ignored_workload_types,
+            custom_workload,
             namespaces,
             namespaces_to_ignore,
             namespace_selector,

@@ -1,14 +1,19 @@
 //! What the API server serves and RBAC allows, read at start-up to decide which workload kinds
-//! a run watches (OpenShift, Argo Rollouts) and whether the CSI integration runs.
+//! a run watches (OpenShift, Argo Rollouts, the declared kinds) and whether the CSI integration
+//! runs; and, for a declared kind whose CRD is missing, read again until it appears.
 
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResource;
 use kube::Client;
 use reloader_core::options::Options;
-use tokio::sync::OnceCell;
-use tracing::{info, warn};
+use tokio::sync::{OnceCell, watch};
+use tracing::{debug, error, info, warn};
 
 use crate::kinds::{
     self, Availability, EnabledKinds, KindFlag, KindInfo, spc_pod_status_resource, spc_resource,
 };
+use crate::observe::http::Health;
 use crate::rbac::{self, AccessReview};
 
 /// What the API server serves, for the start-up's detections (OpenShift, Argo Rollouts, CSI):
@@ -27,17 +32,17 @@ impl ServedApis {
     pub(crate) async fn csi(&self) -> Result<bool, kube::Error> {
         let wanted = [spc_resource(), spc_pod_status_resource()];
         let served = self.resources(&wanted[0].api_version).await?;
-        Ok(wanted.iter().all(|wanted| served.contains(&wanted.plural)))
+        Ok(wanted.iter().all(|wanted| served.iter().any(|r| r.name == wanted.plural)))
     }
 
     async fn serves(&self, info: &KindInfo) -> Result<bool, kube::Error> {
-        Ok(self.resources(&info.api_version()).await?.iter().any(|name| name == info.plural))
+        Ok(self.resources(&info.api_version()).await?.iter().any(|r| r.name == info.plural))
     }
 
     /// The resources the API server serves in `group_version` (none when it does not serve it).
     /// The group list comes first: asked for a group version it does not serve, kube-apiserver
     /// answers 404 with a plain-text body, which kube's client logs as a warning at every start.
-    async fn resources(&self, group_version: &str) -> Result<Vec<String>, kube::Error> {
+    async fn resources(&self, group_version: &str) -> Result<Vec<APIResource>, kube::Error> {
         let listed = self
             .group_versions
             .get_or_try_init(|| async {
@@ -50,11 +55,142 @@ impl ServedApis {
         if !listed.iter().any(|v| v == group_version) {
             return Ok(Vec::new());
         }
-        match self.client.list_api_group_resources(group_version).await {
-            Ok(list) => Ok(list.resources.into_iter().map(|r| r.name).collect()),
-            // Removed since the group list was read.
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
-            Err(e) => Err(e),
+        group_resources(&self.client, group_version).await
+    }
+}
+
+/// The resources of `group_version`; none when it is not (or no longer) served.
+async fn group_resources(client: &Client, group_version: &str) -> Result<Vec<APIResource>, kube::Error> {
+    match client.list_api_group_resources(group_version).await {
+        Ok(list) => Ok(list.resources),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// How a declared kind stands on the API server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum DeclaredState {
+    Served,
+    /// Its group version or resource is not served (the CRD is not installed, or not yet).
+    Missing,
+    /// Served, but not as declared; why.
+    Mismatch(String),
+}
+
+/// Compares a declared kind with what its group version serves.
+fn declared_state(info: &KindInfo, served: &[APIResource]) -> DeclaredState {
+    let kind = info.kind.as_str();
+    match served.iter().find(|r| r.name == info.plural) {
+        Some(r) if r.kind != kind => DeclaredState::Mismatch(format!(
+            "{}.{} serves kind {}, not {kind}",
+            info.plural, info.group, r.kind
+        )),
+        Some(r) if !r.namespaced => DeclaredState::Mismatch(format!(
+            "{kind} is cluster-scoped: only namespaced kinds hold workloads reloader can roll"
+        )),
+        Some(_) => DeclaredState::Served,
+        None => match served.iter().find(|r| r.kind == kind && !r.name.contains('/')) {
+            Some(r) => DeclaredState::Mismatch(format!(
+                "{kind} is served as resource {:?}, not {:?}: declare resource={}",
+                r.name, info.plural, r.name
+            )),
+            None => DeclaredState::Missing,
+        },
+    }
+}
+
+/// The declared kinds: each checked against the built-in kinds and, where its CRD is installed,
+/// against what the API server serves (a mismatch stops start-up). A kind whose CRD is missing
+/// is said once here and watched when it appears ([`CrdWait`]).
+async fn check_declared_kinds(apis: &ServedApis, options: &Options) -> Result<(), DiscoveryError> {
+    kinds::check_declared(&options.custom_kinds).map_err(|e| DiscoveryError::Declared(e.to_string()))?;
+    for &kind in &options.custom_kinds {
+        let info = kinds::info(kind);
+        let declaration = kind.custom().map(|c| c.declaration()).unwrap_or_default();
+        match declared_state(&info, &apis.resources(&info.api_version()).await?) {
+            DeclaredState::Served => {
+                info!(kind = kind.as_str(), "declared kind {} {} is served", info.api_version(), info.plural);
+            }
+            DeclaredState::Missing => warn!(
+                kind = kind.as_str(),
+                "--custom-workload {declaration:?}: {}.{} is not served (its CRD is not installed); \
+                 watched when it appears",
+                info.plural,
+                info.api_version(),
+            ),
+            DeclaredState::Mismatch(why) => {
+                return Err(DiscoveryError::Declared(format!("--custom-workload {declaration:?}: {why}")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Waits for the CRD of a declared kind that was missing at start-up; what is awaited shows in
+/// `/readyz`'s body (readiness itself does not wait: the kind has no objects yet).
+#[derive(Clone)]
+pub(crate) struct CrdWait {
+    client: Client,
+    health: Health,
+    period: Duration,
+}
+
+/// How often the API server is asked whether a missing CRD has appeared.
+const CRD_POLL_PERIOD: Duration = Duration::from_secs(5);
+
+impl CrdWait {
+    pub(crate) fn new(client: Client, health: Health) -> Self {
+        CrdWait { client, health, period: CRD_POLL_PERIOD }
+    }
+
+    /// Returns once `info`'s kind is served as declared. Meanwhile `synced` is set (nothing to
+    /// list), and a served kind that does not match the declaration is said once per change.
+    pub(crate) async fn until_served(&self, info: &KindInfo, synced: &watch::Sender<bool>) {
+        let pending = format!(
+            "waiting for {}.{} (--custom-workload {}): its CRD is not installed",
+            info.plural,
+            info.api_version(),
+            info.kind.as_str()
+        );
+        let mut said: Option<DeclaredState> = None;
+        let mut waiting = false;
+        loop {
+            let state = match group_resources(&self.client, &info.api_version()).await {
+                Ok(served) => declared_state(info, &served),
+                Err(error) => {
+                    debug!(%error, kind = info.kind.as_str(), "reading discovery for a declared kind");
+                    DeclaredState::Missing
+                }
+            };
+            if state == DeclaredState::Served {
+                if waiting {
+                    info!(
+                        kind = info.kind.as_str(),
+                        "{}.{} is now served: watching it",
+                        info.plural,
+                        info.api_version()
+                    );
+                    self.health.set_pending(&pending, false);
+                }
+                return;
+            }
+            if !waiting {
+                waiting = true;
+                let _ = synced.send(true);
+                self.health.set_pending(&pending, true);
+            }
+            if let DeclaredState::Mismatch(why) = &state
+                && said.as_ref() != Some(&state)
+            {
+                error!(
+                    kind = info.kind.as_str(),
+                    "--custom-workload {}: {why}; not watched",
+                    info.kind.as_str()
+                );
+            }
+            said = Some(state);
+            tokio::time::sleep(self.period).await;
         }
     }
 }
@@ -71,9 +207,12 @@ pub(crate) async fn enabled_kinds(
 ) -> Result<EnabledKinds, DiscoveryError> {
     let mut kinds = Vec::new();
     for info in kinds::all() {
+        let info = &info;
         let ignored = options.ignored_workloads.contains(&info.kind);
         let enabled = match info.availability {
             Availability::BuiltIn => !ignored,
+            // Not among the built-in kinds `all` lists.
+            Availability::Declared => false,
             Availability::Flag(flag) => {
                 !ignored && flag.value(options) == Some(true) && require(apis, flag, info).await?
             }
@@ -95,6 +234,8 @@ pub(crate) async fn enabled_kinds(
             kinds.push(info.kind);
         }
     }
+    check_declared_kinds(apis, options).await?;
+    kinds.extend(options.custom_kinds.iter().copied());
     Ok(EnabledKinds::of(&kinds))
 }
 
@@ -106,6 +247,8 @@ pub(crate) enum DiscoveryError {
         "{flag}=true but the API server does not serve {plural}.{group_version}: install its CRD or turn the flag off"
     )]
     NotServed { flag: &'static str, group_version: String, plural: &'static str },
+    #[error("{0}")]
+    Declared(String),
 }
 
 /// Whether RBAC lets reloader use a kind it detected; says once why not.
@@ -164,8 +307,8 @@ mod tests {
         }
     }
 
-    /// An API server serving `served` (group versions and their resources); the paths it was asked
-    /// for go to the returned list.
+    /// An API server serving `served` (group versions and their resources, each `plural`, or
+    /// `plural:Kind`, or `plural:Kind:cluster`); the paths it was asked for go to the returned list.
     fn discovery(
         served: &'static [(&'static str, &'static [&'static str])],
     ) -> (Client, Arc<Mutex<Vec<String>>>) {
@@ -192,8 +335,12 @@ mod tests {
                 served.iter().find(|(gv, _)| path == format!("/apis/{gv}")).map(|(gv, plurals)| {
                     let resources: Vec<_> = plurals
                         .iter()
-                        .map(|name| {
-                            serde_json::json!({"name": name, "singularName": "", "namespaced": true, "kind": "K", "verbs": ["get"]})
+                        .map(|resource| {
+                            let mut parts = resource.split(':');
+                            let name = parts.next().unwrap_or_default();
+                            let kind = parts.next().unwrap_or("K");
+                            let namespaced = parts.next() != Some("cluster");
+                            serde_json::json!({"name": name, "singularName": "", "namespaced": namespaced, "kind": kind, "verbs": ["get"]})
                         })
                         .collect();
                     serde_json::json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources})
@@ -268,5 +415,62 @@ mod tests {
             matches!(refused, Err(DiscoveryError::NotServed { flag: "--is-Argo-Rollouts", .. })),
             "{refused:?}"
         );
+    }
+
+    const CLONESET: &str = "--custom-workload=group=apps.kruise.io,version=v1alpha1,kind=CloneSet,resource=clonesets,template=/spec/template";
+
+    #[tokio::test]
+    async fn declared_kinds_are_checked_against_what_is_served() {
+        let options = crate::args::testing::options(&[CLONESET]);
+        let declared = options.custom_kinds[0];
+        // Served as declared, or not served at all (watched when it appears): enabled either way.
+        const SERVED: (&str, &[&str]) =
+            ("apps.kruise.io/v1alpha1", &["clonesets:CloneSet", "clonesets/status:CloneSet"]);
+        const OTHER: (&str, &[&str]) = ("apps.kruise.io/v1alpha1", &["statefulsets:StatefulSet"]);
+        let all: [&'static [(&str, &[&str])]; 3] = [&[SERVED], &[], &[OTHER]];
+        for served in all {
+            let (client, _) = discovery(served);
+            let kinds = enabled_kinds(&ServedApis::new(client), &options, &Granted).await.unwrap();
+            assert!(kinds.contains(declared), "{served:?}: {kinds}");
+        }
+        // Served otherwise: start-up stops, naming the declaration and what is wrong.
+        let cases: [(&[&str], &str); 3] = [
+            (&["clonesets:CloneSet:cluster"], "is cluster-scoped"),
+            (&["clonesets:StatefulSet"], "serves kind StatefulSet, not CloneSet"),
+            (&["clonesetz:CloneSet"], "declare resource=clonesetz"),
+        ];
+        for (resources, why) in cases {
+            let served: &'static [(&str, &[&str])] =
+                Box::leak(Box::new([("apps.kruise.io/v1alpha1", resources)]));
+            let (client, _) = discovery(served);
+            let error = enabled_kinds(&ServedApis::new(client), &options, &Granted).await.unwrap_err();
+            let message = error.to_string();
+            assert!(message.contains(why) && message.contains("kind=CloneSet"), "{resources:?}: {message}");
+        }
+        // A built-in kind needs no declaration.
+        let options = crate::args::testing::options(&[
+            "--custom-workload=group=apps,version=v1,kind=Deployment,resource=deployments,template=/spec/template",
+        ]);
+        let (client, _) = discovery(&[]);
+        let error = enabled_kinds(&ServedApis::new(client), &options, &Granted).await.unwrap_err();
+        assert!(error.to_string().contains("Deployment is built in"), "{error}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_missing_crd_is_awaited_without_holding_readiness_back() {
+        let options = crate::args::testing::options(&[CLONESET]);
+        let info = kinds::info(options.custom_kinds[0]);
+        let (client, asked) = discovery(&[]);
+        let health = Health::new();
+        let wait = CrdWait::new(client, health.clone());
+        let (synced, mut synced_rx) = watch::channel(false);
+        let waiting = tokio::spawn(async move { wait.until_served(&info, &synced).await });
+        synced_rx.wait_for(|synced| *synced).await.unwrap();
+        assert_eq!(health.pending().len(), 1, "said in /readyz");
+        assert!(health.pending()[0].contains("clonesets.apps.kruise.io"), "{:?}", health.pending());
+        tokio::time::sleep(CRD_POLL_PERIOD * 3).await;
+        assert!(!waiting.is_finished());
+        assert!(asked.lock().unwrap().len() >= 3, "asked again each period");
+        waiting.abort();
     }
 }

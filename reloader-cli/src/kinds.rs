@@ -4,7 +4,9 @@
 //! Code that works with every kind is written once, generic over the backend type, as a
 //! [`KindVisitor`]: the watches, the typed reads and writes, the reading of an admission request's
 //! object. Which kinds a run watches is `discovery`'s to decide. Adding a kind touches this
-//! registry and its backend only.
+//! registry and its backend only. A kind the user declares (`--custom-workload`) has no type of
+//! its own: it is read and written as a `DynamicObject` and seen through the CRD backend's
+//! `CustomObject`, the registry entry built from its declaration.
 
 use std::fmt;
 use std::future::Future;
@@ -15,8 +17,9 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::api::{Api, Patch, PatchParams};
-use kube::core::{ApiResource, GroupVersionKind, Status};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind, Status};
 use kube::{Client, Resource};
+use reloader_core::custom_kind::CustomKind;
 use reloader_core::model::{WorkloadKey, WorkloadKind};
 use reloader_core::options::Options;
 use reloader_core::skeleton::Skeleton;
@@ -24,7 +27,7 @@ use reloader_core::workload::{PatchKind, Precondition, Workload};
 use reloader_workload_apps::{AppsKind, AppsWorkload};
 use reloader_workload_argo::Rollout;
 use reloader_workload_batch::{CronJobWorkload, JobWorkload};
-use reloader_workload_crd::{CrdObject, CrdSpec};
+use reloader_workload_crd::{CrdObject, CrdSpec, CustomObject};
 use reloader_workload_openshift::DeploymentConfig;
 use serde::de::DeserializeOwned;
 
@@ -37,6 +40,8 @@ pub enum Availability {
     Flag(KindFlag),
     /// A CRD turned on by a flag, or detected when the flag is left empty.
     FlagOrDetected(KindFlag),
+    /// Declared by the user (`--custom-workload`); watched once its CRD is served.
+    Declared,
 }
 
 /// A flag that switches a CRD-served kind on or off.
@@ -104,6 +109,7 @@ const READ_CREATE_DELETE: [&str; 5] = ["get", "list", "watch", "create", "delete
 pub(crate) fn visit<V: KindVisitor>(kind: WorkloadKind, visitor: V) -> V::Output {
     use Availability::{BuiltIn, Flag, FlagOrDetected};
     match kind {
+        WorkloadKind::Custom(declared) => visitor.visit(&Registered::<DynamicObject>::declared(declared)),
         WorkloadKind::Deployment => {
             visitor.visit(&const { Registered::<Deployment>::new(POD_TEMPLATE, BuiltIn, &READ_PATCH) })
         }
@@ -141,7 +147,24 @@ pub(crate) struct Registered<K> {
     backend: PhantomData<fn() -> K>,
 }
 
-impl<K: KindObject> Registered<K> {
+impl Registered<DynamicObject> {
+    /// The entry of a declared kind: what the declaration says, the verbs of a patched kind.
+    fn declared(declared: &'static CustomKind) -> Self {
+        let info = KindInfo {
+            kind: WorkloadKind::Custom(declared),
+            group: &declared.group,
+            version: &declared.version,
+            plural: &declared.resource,
+            // For an annotations map: where the map is.
+            template_pointer: declared.target.pointer().as_str(),
+            availability: Availability::Declared,
+            verbs: &READ_PATCH,
+        };
+        Registered { info, backend: PhantomData }
+    }
+}
+
+impl<K: BuiltInKind> Registered<K> {
     /// The kind, its API group, version and plural are `K`'s. Read from `k8s_openapi::Resource`,
     /// which `kube::Resource` is implemented from, for `&'static` values in a `const`.
     const fn new(
@@ -165,11 +188,64 @@ impl<K: KindObject> Registered<K> {
 /// Code written once for every kind, generic over the kind's backend type; [`visit`] runs it.
 pub(crate) trait KindVisitor {
     type Output;
-    fn visit<K: KindObject>(self, kind: &'static Registered<K>) -> Self::Output;
+    fn visit<K: KindObject>(self, kind: &Registered<K>) -> Self::Output;
 }
 
-/// A workload kind's backend type, as the controller reads, writes and sees its objects.
+/// A workload kind's type on the wire, as the controller reads, writes and sees its objects.
 pub(crate) trait KindObject:
+    Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static
+{
+    /// The API of `info`'s kind in `namespace`, or in all of them.
+    fn api(client: &Client, namespace: Option<&str>, info: &KindInfo) -> Api<Self>;
+
+    /// The object as its backend type, ready to be seen as a core `Workload`.
+    fn into_loaded(self, kind: WorkloadKind) -> Loaded;
+
+    /// The object a view's skeleton stands for, for the kinds whose writes can be built from it;
+    /// `None` for Jobs and CronJobs, whose writes copy the whole template (they read it).
+    fn loaded_from_skeleton(kind: WorkloadKind, skeleton: Skeleton) -> Option<Loaded>;
+}
+
+impl<K: BuiltInKind> KindObject for K {
+    fn api(client: &Client, namespace: Option<&str>, _: &KindInfo) -> Api<Self> {
+        match namespace {
+            Some(namespace) => Api::namespaced(client.clone(), namespace),
+            None => Api::all(client.clone()),
+        }
+    }
+
+    fn into_loaded(self, _: WorkloadKind) -> Loaded {
+        Loaded::new(self)
+    }
+
+    fn loaded_from_skeleton(_: WorkloadKind, skeleton: Skeleton) -> Option<Loaded> {
+        K::from_skeleton(skeleton).map(Loaded::new)
+    }
+}
+
+/// A declared kind travels as untyped JSON; its backend type reads it by the declaration.
+impl KindObject for DynamicObject {
+    fn api(client: &Client, namespace: Option<&str>, info: &KindInfo) -> Api<Self> {
+        let resource = info.api_resource();
+        match namespace {
+            Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        }
+    }
+
+    fn into_loaded(self, kind: WorkloadKind) -> Loaded {
+        let declared = kind.custom().expect("only declared kinds are read as DynamicObject");
+        Loaded(Box::new(CustomObject::read(declared, self.metadata, &self.data)))
+    }
+
+    fn loaded_from_skeleton(kind: WorkloadKind, skeleton: Skeleton) -> Option<Loaded> {
+        let declared = kind.custom().expect("only declared kinds are read as DynamicObject");
+        Some(Loaded(Box::new(CustomObject::from_skeleton(declared, skeleton))))
+    }
+}
+
+/// A built-in kind's backend type: the kind is its type's.
+pub(crate) trait BuiltInKind:
     k8s_openapi::Resource<Scope = NamespaceResourceScope>
     + Resource<DynamicType = (), Scope = NamespaceResourceScope>
     + Clone
@@ -193,7 +269,7 @@ pub(crate) trait KindObject:
 /// over `AppsKind` would overlap the CRD kinds' in the compiler's eyes.
 macro_rules! apps_kind_object {
     ($($kind:ty),*) => {$(
-        impl KindObject for $kind {
+        impl BuiltInKind for $kind {
             const WORKLOAD_KIND: WorkloadKind = <$kind as AppsKind>::WORKLOAD_KIND;
 
             fn with_workload<R>(&self, f: impl FnOnce(&dyn Workload) -> R) -> R {
@@ -208,7 +284,7 @@ macro_rules! apps_kind_object {
 }
 apps_kind_object!(Deployment, DaemonSet, StatefulSet);
 
-impl KindObject for CronJob {
+impl BuiltInKind for CronJob {
     const WORKLOAD_KIND: WorkloadKind = WorkloadKind::CronJob;
 
     fn with_workload<R>(&self, f: impl FnOnce(&dyn Workload) -> R) -> R {
@@ -220,7 +296,7 @@ impl KindObject for CronJob {
     }
 }
 
-impl KindObject for Job {
+impl BuiltInKind for Job {
     const WORKLOAD_KIND: WorkloadKind = WorkloadKind::Job;
 
     fn with_workload<R>(&self, f: impl FnOnce(&dyn Workload) -> R) -> R {
@@ -232,7 +308,7 @@ impl KindObject for Job {
     }
 }
 
-impl<S: CrdSpec + Send + Sync + 'static> KindObject for CrdObject<S> {
+impl<S: CrdSpec + Send + Sync + 'static> BuiltInKind for CrdObject<S> {
     const WORKLOAD_KIND: WorkloadKind = S::WORKLOAD_KIND;
 
     fn with_workload<R>(&self, f: impl FnOnce(&dyn Workload) -> R) -> R {
@@ -245,25 +321,53 @@ impl<S: CrdSpec + Send + Sync + 'static> KindObject for CrdObject<S> {
 }
 
 /// The registry entry of `kind`.
-pub fn info(kind: WorkloadKind) -> &'static KindInfo {
+pub fn info(kind: WorkloadKind) -> KindInfo {
     struct Info;
     impl KindVisitor for Info {
-        type Output = &'static KindInfo;
-        fn visit<K: KindObject>(self, kind: &'static Registered<K>) -> &'static KindInfo {
-            &kind.info
+        type Output = KindInfo;
+        fn visit<K: KindObject>(self, kind: &Registered<K>) -> KindInfo {
+            kind.info
         }
     }
     visit(kind, Info)
 }
 
-/// Every registered kind, in `WorkloadKind::ALL` order (for the chart's RBAC checks).
-pub fn all() -> impl Iterator<Item = &'static KindInfo> {
+/// Every built-in kind, in `WorkloadKind::ALL` order (for the chart's RBAC checks).
+pub fn all() -> impl Iterator<Item = KindInfo> {
     WorkloadKind::ALL.into_iter().map(info)
 }
 
-/// The registered kind an API group and kind name denote (any version).
-pub(crate) fn by_group_kind(group: &str, kind: &str) -> Option<WorkloadKind> {
-    all().find(|k| k.group == group && k.kind.as_str() == kind).map(|k| k.kind)
+/// The built-in or `declared` kind an API group and kind name denote (any version).
+pub(crate) fn by_group_kind(
+    group: &str,
+    kind: &str,
+    declared: impl IntoIterator<Item = WorkloadKind>,
+) -> Option<WorkloadKind> {
+    all()
+        .chain(declared.into_iter().filter_map(|k| k.custom().map(|_| info(k))))
+        .find(|k| k.group == group && k.kind.as_str() == kind)
+        .map(|k| k.kind)
+}
+
+/// Checks the declared kinds against the built-in ones: a built-in kind needs no declaration,
+/// and its resource cannot be declared again.
+pub(crate) fn check_declared(declared: &[WorkloadKind]) -> Result<(), DeclaredKindError> {
+    for &kind in declared {
+        let custom = info(kind);
+        if let Some(built_in) = all().find(|b| {
+            b.group == custom.group && (b.kind.as_str() == custom.kind.as_str() || b.plural == custom.plural)
+        }) {
+            let declaration = kind.custom().map(CustomKind::declaration).unwrap_or_default();
+            return Err(DeclaredKindError::BuiltIn { declaration, built_in: built_in.kind });
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DeclaredKindError {
+    #[error("--custom-workload {declaration:?}: {built_in} is built in: it needs no declaration")]
+    BuiltIn { declaration: String, built_in: WorkloadKind },
 }
 
 /// The dynamic API type of any workload kind.
@@ -315,20 +419,26 @@ impl fmt::Display for EnabledKinds {
 /// A workload object as its backend type, whichever kind it is.
 pub(crate) struct Loaded(Box<dyn AsWorkload>);
 
-/// What a [`Loaded`] object can do: be seen as a core `Workload`. `KindObject::with_workload`
+/// What a [`Loaded`] object can do: be seen as a core `Workload`. `BuiltInKind::with_workload`
 /// is generic over its result, which a `dyn` cannot call.
 trait AsWorkload: Send + Sync {
     fn as_workload(&self, f: &mut dyn FnMut(&dyn Workload));
 }
 
-impl<K: KindObject> AsWorkload for K {
+impl<K: BuiltInKind> AsWorkload for K {
     fn as_workload(&self, f: &mut dyn FnMut(&dyn Workload)) {
         self.with_workload(f)
     }
 }
 
+impl AsWorkload for CustomObject {
+    fn as_workload(&self, f: &mut dyn FnMut(&dyn Workload)) {
+        f(self)
+    }
+}
+
 impl Loaded {
-    pub(crate) fn new<K: KindObject>(object: K) -> Self {
+    pub(crate) fn new<K: BuiltInKind>(object: K) -> Self {
         Loaded(Box::new(object))
     }
 
@@ -342,31 +452,31 @@ impl Loaded {
     /// The object a view's skeleton stands for, for the kinds whose writes can be built from it;
     /// `None` for Jobs and CronJobs, whose writes copy the whole template (they read it).
     pub(crate) fn from_skeleton(kind: WorkloadKind, skeleton: Skeleton) -> Option<Self> {
-        struct FromSkeleton(Skeleton);
+        struct FromSkeleton(WorkloadKind, Skeleton);
         impl KindVisitor for FromSkeleton {
             type Output = Option<Loaded>;
-            fn visit<K: KindObject>(self, _: &'static Registered<K>) -> Option<Loaded> {
-                K::from_skeleton(self.0).map(Loaded::new)
+            fn visit<K: KindObject>(self, _: &Registered<K>) -> Option<Loaded> {
+                K::loaded_from_skeleton(self.0, self.1)
             }
         }
-        visit(kind, FromSkeleton(skeleton))
+        visit(kind, FromSkeleton(kind, skeleton))
     }
 
     /// Reads an object of `kind` from JSON (an admission request's object).
     pub(crate) fn from_json(kind: WorkloadKind, object: &serde_json::Value) -> serde_json::Result<Self> {
-        struct FromJson<'a>(&'a serde_json::Value);
+        struct FromJson<'a>(WorkloadKind, &'a serde_json::Value);
         impl KindVisitor for FromJson<'_> {
             type Output = serde_json::Result<Loaded>;
-            fn visit<K: KindObject>(self, _: &'static Registered<K>) -> serde_json::Result<Loaded> {
-                K::deserialize(self.0).map(Loaded::new)
+            fn visit<K: KindObject>(self, _: &Registered<K>) -> serde_json::Result<Loaded> {
+                K::deserialize(self.1).map(|object| object.into_loaded(self.0))
             }
         }
-        visit(kind, FromJson(object))
+        visit(kind, FromJson(kind, object))
     }
 }
 
-fn namespaced<K: KindObject>(client: &Client, key: &WorkloadKey) -> Api<K> {
-    Api::namespaced(client.clone(), &key.namespace)
+fn namespaced<K: KindObject>(client: &Client, key: &WorkloadKey, registered: &Registered<K>) -> Api<K> {
+    K::api(client, Some(&key.namespace), &registered.info)
 }
 
 /// GETs a workload; `None` when it no longer exists.
@@ -374,10 +484,11 @@ pub(crate) async fn load(client: &Client, key: &WorkloadKey) -> Result<Option<Lo
     struct Load<'a>(&'a Client, &'a WorkloadKey);
     impl<'a> KindVisitor for Load<'a> {
         type Output = BoxFuture<'a, Result<Option<Loaded>, kube::Error>>;
-        fn visit<K: KindObject>(self, _: &'static Registered<K>) -> Self::Output {
+        fn visit<K: KindObject>(self, registered: &Registered<K>) -> Self::Output {
             let Load(client, key) = self;
+            let api = namespaced::<K>(client, key, registered);
             Box::pin(
-                async move { Ok(namespaced::<K>(client, key).get_opt(&key.name).await?.map(Loaded::new)) },
+                async move { Ok(api.get_opt(&key.name).await?.map(|object| object.into_loaded(key.kind))) },
             )
         }
     }
@@ -394,11 +505,10 @@ pub(crate) async fn patch(
     struct SendPatch<'a>(&'a Client, &'a WorkloadKey, &'a PatchParams, &'a Patch<serde_json::Value>);
     impl<'a> KindVisitor for SendPatch<'a> {
         type Output = BoxFuture<'a, Result<Loaded, kube::Error>>;
-        fn visit<K: KindObject>(self, _: &'static Registered<K>) -> Self::Output {
+        fn visit<K: KindObject>(self, registered: &Registered<K>) -> Self::Output {
             let SendPatch(client, key, params, patch) = self;
-            Box::pin(async move {
-                Ok(Loaded::new(namespaced::<K>(client, key).patch(&key.name, params, patch).await?))
-            })
+            let api = namespaced::<K>(client, key, registered);
+            Box::pin(async move { Ok(api.patch(&key.name, params, patch).await?.into_loaded(key.kind)) })
         }
     }
     visit(key.kind, SendPatch(client, key, params, patch)).await

@@ -214,7 +214,7 @@ pub(crate) fn required(options: &Options, kinds: &EnabledKinds, csi: bool) -> Ve
     }
     let writes = writes_workloads(options);
     for kind in kinds.iter() {
-        let info: &KindInfo = crate::kinds::info(kind);
+        let info: &KindInfo = &crate::kinds::info(kind);
         for verb in info.verbs {
             let purpose = purpose_of_workload_verb(verb);
             if purpose == Purpose::Read || writes {

@@ -13,7 +13,7 @@ use tracing::{info, warn};
 
 use crate::admission::AdmissionState;
 use crate::client::Clients;
-use crate::discovery::{ServedApis, enabled_kinds};
+use crate::discovery::{CrdWait, ServedApis, enabled_kinds};
 use crate::executor::{Executor, ExecutorConfig, ExecutorIo, KubeWorkloadApi};
 use crate::leader::{ElectionConfig, Leadership};
 use crate::notify::alerts::{AlertQueue, Alerter};
@@ -257,7 +257,10 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
 
     // The watches.
     let mut synced = Vec::new();
-    for watch in sources::watches(&client, &sources_config, &kinds, &reconciler, &scope, &metrics.watches()) {
+    let crd_wait = CrdWait::new(client.clone(), health.clone());
+    for watch in
+        sources::watches(&client, &sources_config, &kinds, &reconciler, &scope, &crd_wait, &metrics.watches())
+    {
         synced.push(watch.synced);
         supervisor.spawn(watch.name, async move {
             watch.task.await;

@@ -7,8 +7,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{DynamicObject, ObjectMeta};
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::hash;
-use reloader_core::model::KeyDigests;
 use reloader_core::model::{ContentHash, ResourceKey, ResourceKind, ResourceVersion};
+use reloader_core::model::{KeyDigests, WorkloadKind};
 use reloader_core::views::ResourceView;
 use reloader_core::views::WorkloadView;
 
@@ -121,7 +121,11 @@ pub(crate) fn workload_view(loaded: &Loaded, keys: &AnnotationKeys) -> WorkloadV
 }
 
 /// The view a watch keeps of a workload object; the object itself is dropped here.
-pub(crate) fn watched_workload_view<K: KindObject>(obj: K, keys: &AnnotationKeys) -> Option<WorkloadView> {
-    let view = obj.with_workload(|w| w.view(keys));
+pub(crate) fn watched_workload_view<K: KindObject>(
+    obj: K,
+    kind: WorkloadKind,
+    keys: &AnnotationKeys,
+) -> Option<WorkloadView> {
+    let view = workload_view(&obj.into_loaded(kind), keys);
     (!view.key.name.is_empty()).then_some(view)
 }

@@ -121,7 +121,8 @@ pub fn stamp_markers(
     }
 
     let Some(template) = pod_template(new, pointer) else { return Vec::new() };
-    template_marker_ops(&template, pointer, view, &targets, opts.strategy, keys, now_unix, Existing::Keep)
+    let strategy = view.strategy(opts.strategy);
+    template_marker_ops(&template, pointer, view, &targets, strategy, keys, now_unix, Existing::Keep)
 }
 
 /// UPDATE that changes the pod template anyway (docs/beyond-stakater.md §11): the operations that
@@ -146,7 +147,8 @@ pub fn refresh_markers(
     }
     let Some(template) = pod_template(new, pointer) else { return Vec::new() };
     let targets = reload_targets(view, index, opts);
-    template_marker_ops(&template, pointer, view, &targets, opts.strategy, keys, now_unix, Existing::Refresh)
+    let strategy = view.strategy(opts.strategy);
+    template_marker_ops(&template, pointer, view, &targets, strategy, keys, now_unix, Existing::Refresh)
 }
 
 /// What [`template_marker_ops`] does with a marker the template already carries.

@@ -152,6 +152,10 @@ pub(crate) fn decide(workload: &WorkloadView, resource: &ResourceView, opts: &De
     let containers = workload.containers.len();
     match marker_container(&workload.references, containers, key.kind, &key.name, rule.is_auto()) {
         Ok(container) => Decision::Reload { rule, container },
+        // An annotations map has no containers: the marker goes to the map itself.
+        Err(NoMarkerContainer::NoContainers) if workload.annotations_only => {
+            Decision::Reload { rule, container: 0 }
+        }
         Err(NoMarkerContainer::NoContainers) => Decision::Skip(SkipReason::NoContainers),
         Err(NoMarkerContainer::Unused) => Decision::Skip(SkipReason::NotReferenced),
     }
@@ -212,11 +216,12 @@ pub(crate) fn plan_update(
     {
         return Err(SkipReason::AlreadyCurrent);
     }
-    let action = marker_action(event, hash, opts.strategy);
-    if markers == ViewMarkers::Settled && workload.markers.records(&resource.key, &action, opts.strategy) {
+    let strategy = workload.strategy(opts.strategy);
+    let action = marker_action(event, hash, strategy);
+    if markers == ViewMarkers::Settled && workload.markers.records(&resource.key, &action, strategy) {
         return Err(SkipReason::AlreadyCurrent);
     }
-    let change = MarkerChange { resource: resource.key.clone(), action, strategy: opts.strategy, container };
+    let change = MarkerChange { resource: resource.key.clone(), action, strategy, container };
     Ok(PlannedChange { change, rule })
 }
 
@@ -269,7 +274,13 @@ fn select_rule(
     }
     let referenced = references_resource(&workload.references, key.kind, &key.name);
     if rules.search.as_deref() == Some("true") && resource.matched {
-        return if referenced { Ok(Rule::SearchMatch) } else { Err(SkipReason::NotReferenced) };
+        // An annotations map has no pod spec to reference anything: search + match is how it
+        // names its resources (docs/beyond-stakater.md §12).
+        return if referenced || workload.annotations_only {
+            Ok(Rule::SearchMatch)
+        } else {
+            Err(SkipReason::NotReferenced)
+        };
     }
     let rule = auto_rule(rules, key.kind, opts)?;
     if referenced { Ok(rule) } else { Err(SkipReason::NotReferenced) }

@@ -18,11 +18,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 pub use render::render_text;
 pub use report::Explanation;
 pub(crate) use report::{
-    AnnotationSummary, DecisionSummary, KeyFilterSummary, MarkerState, MarkerSummary, OtherMarker,
-    PatternSummary, ReferenceSummary, ResourceExplanation, SettingsSummary, WorkloadSummary,
+    AnnotationSummary, DecisionSummary, DeclaredSummary, DeclaredTarget, KeyFilterSummary, MarkerState,
+    MarkerSummary, OtherMarker, PatternSummary, ReferenceSummary, ResourceExplanation, SettingsSummary,
+    WorkloadSummary,
 };
 
 use crate::annotations::{AnnotationKeys, ReloadAnnotations, kind_index};
+use crate::custom_kind::PodTarget;
 use crate::decide::{
     AnnotationProblem, AnnotationSource, DecideOptions, Decision, ExplicitEntry, annotation_problems, decide,
     effective_rules, explicit_entries,
@@ -108,6 +110,15 @@ pub fn explain(input: &ExplainInput<'_>) -> Explanation {
             init_containers: input.init_containers.iter().map(ToString::to_string).collect(),
             not_watched: settings.scope.workload.clone(),
             pause_period: view.pause_period.as_deref().map(str::to_owned),
+            declared: view.key.kind.custom().map(|custom| DeclaredSummary {
+                api_version: custom.api_version(),
+                resource: custom.resource.to_string(),
+                target: match custom.target {
+                    PodTarget::Template(_) => DeclaredTarget::Template,
+                    PodTarget::Annotations(_) => DeclaredTarget::Annotations,
+                },
+                pointer: custom.target.pointer().to_string(),
+            }),
         },
         settings: SettingsSummary {
             strategy: settings.decide.strategy.as_str().to_owned(),

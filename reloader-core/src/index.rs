@@ -6,7 +6,8 @@
 //! explicit-list pattern matches. The first two are filed under the resource's key (the reverse
 //! index); pattern holders are filed under their namespace and resource kind, and are offered
 //! for every resource of that kind there. Search needs no entry of its own: it only reloads
-//! referenced resources.
+//! referenced resources; except on an annotations map (a declared kind's `annotations=`), which
+//! references nothing and is offered every resource, as a pattern holder is.
 //!
 //! Workloads are stored in a slab and the lookups hold 4-byte ids, so no key or view is copied
 //! into them: per workload the index keeps its view and one extra copy of its key.
@@ -350,12 +351,13 @@ impl Index {
         for StoredResource { view: resource, .. } in &self.resources {
             for id in self.lookup.candidate_ids(&resource.key) {
                 let Some(workload) = self.workloads.get(id) else { continue };
-                let stale = match workload.markers.recorded_hash(&resource.key, opts.strategy) {
-                    Some(recorded) => {
-                        recorded != marker_hash(workload, resource) && recorded != DELETE_MARKER_HASH
-                    }
-                    None => false,
-                };
+                let stale =
+                    match workload.markers.recorded_hash(&resource.key, workload.strategy(opts.strategy)) {
+                        Some(recorded) => {
+                            recorded != marker_hash(workload, resource) && recorded != DELETE_MARKER_HASH
+                        }
+                        None => false,
+                    };
                 if !stale {
                     continue;
                 }
@@ -611,12 +613,23 @@ fn pattern_kinds(view: &WorkloadView) -> Vec<ResourceKind> {
             explicit_lists(view, kind)
                 .flat_map(explicit_entries)
                 .any(|entry| matches!(entry, ExplicitEntry::Pattern(_)))
+                || searches_unreferenced(view)
         })
         .collect()
+}
+
+/// An annotations map references nothing, so its search annotation may select any matched
+/// resource of its namespace: it is offered them all, as a pattern holder is.
+fn searches_unreferenced(view: &WorkloadView) -> bool {
+    view.annotations_only
+        && [&view.metadata_rules, &view.template_rules]
+            .iter()
+            .any(|rules| rules.search.as_deref() == Some("true"))
 }
 
 fn same_lookup_entries(a: &WorkloadView, b: &WorkloadView) -> bool {
     a.references == b.references
         && a.metadata_rules.explicit == b.metadata_rules.explicit
         && a.template_rules.explicit == b.template_rules.explicit
+        && searches_unreferenced(a) == searches_unreferenced(b)
 }

@@ -5,6 +5,7 @@
 //! - [`annotations`]: the annotation keys and how their values parse.
 //! - `references` (internal): which ConfigMaps/Secrets a pod spec uses, which container gets
 //!   the marker.
+//! - [`custom_kind`]: the kinds a user declares (`--custom-workload`).
 //! - [`model`]: the vocabulary: kinds, keys, content hashes and references.
 //! - [`views`]: the compact, data-free views of resources and workloads, and how one is built.
 //! - [`decide`]: docs/compatibility.md §4 as a function from (workload, resource, options) to a decision.
@@ -20,6 +21,7 @@
 
 pub mod admission;
 pub mod annotations;
+pub mod custom_kind;
 pub mod decide;
 pub mod duration;
 pub mod event_plan;

@@ -129,21 +129,22 @@ fn is_marker_name(name: &str) -> bool {
         && ["_CONFIGMAP", "_SECRET", "_SECRETPROVIDERCLASS"].iter().any(|s| name.ends_with(s))
 }
 
-/// The `last-reloaded-from` value, with Stakater's field order.
+/// The `last-reloaded-from` value, with Stakater's field order; `containerRefs` is empty when
+/// `container` is (an annotations map has no container).
 pub fn annotation_marker_value(
     resource: &ResourceKey,
     hash: &ContentHash,
     container: &str,
     observed_at: i64,
 ) -> String {
+    let container_refs = if container.is_empty() { String::new() } else { json!(container).to_string() };
     // serde_json's `preserve_order` is not enabled, so the order is written by hand.
     format!(
-        "{{\"type\":{},\"name\":{},\"namespace\":{},\"hash\":{},\"containerRefs\":[{}],\"observedAt\":{}}}",
+        "{{\"type\":{},\"name\":{},\"namespace\":{},\"hash\":{},\"containerRefs\":[{container_refs}],\"observedAt\":{}}}",
         json!(resource.kind.marker_type()),
         json!(&*resource.name),
         json!(&*resource.namespace),
         json!(hash.to_hex()),
-        json!(container),
         observed_at
     )
 }
@@ -167,12 +168,22 @@ pub fn apply_to_template(
 ) -> bool {
     let mut changed = false;
     for change in changes {
-        let Some(spec) = template.spec.as_mut() else { continue };
-        let Some(container) = spec.containers.get_mut(change.container as usize) else { continue };
-        let container_name = container.name.clone();
+        let index = usize::from(change.container);
+        // An annotations map (a declared kind's `annotations=`) has no container: its
+        // annotation marker names none.
+        let container_name = template
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.containers.get(index))
+            .map(|c| c.name.clone())
+            .unwrap_or_default();
         let env_name = env_var_name(change.resource.kind, &change.resource.name);
         match (change.strategy, &change.action) {
             (ReloadStrategy::EnvVars, MarkerAction::Set(hash)) => {
+                let Some(container) = template.spec.as_mut().and_then(|spec| spec.containers.get_mut(index))
+                else {
+                    continue;
+                };
                 let env = container.env.get_or_insert_with(Vec::new);
                 let value = hash.to_hex();
                 match env.iter_mut().find(|e| e.name == env_name) {
@@ -190,7 +201,7 @@ pub fn apply_to_template(
             }
             (ReloadStrategy::EnvVars, MarkerAction::Remove) => {
                 // Remove it from every container: a stale copy elsewhere would still roll pods later.
-                for c in spec.containers.iter_mut() {
+                for c in template.spec.iter_mut().flat_map(|spec| spec.containers.iter_mut()) {
                     if let Some(env) = c.env.as_mut() {
                         let before = env.len();
                         env.retain(|e| e.name != env_name);

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::custom_kind::CustomKind;
+
 /// The kind of a watched resource a workload can reload for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ResourceKind {
@@ -62,6 +64,8 @@ pub enum WorkloadKind {
     Rollout,
     /// apps.openshift.io/v1 DeploymentConfig.
     DeploymentConfig,
+    /// A kind the user declared (`--custom-workload`).
+    Custom(&'static CustomKind),
 }
 
 /// What the core knows of a kind (its API types live in the backends).
@@ -75,6 +79,7 @@ struct KindFacts {
 }
 
 impl WorkloadKind {
+    /// Every built-in kind (declared ones are the options').
     pub const ALL: [WorkloadKind; 7] = [
         WorkloadKind::Deployment,
         WorkloadKind::DaemonSet,
@@ -86,7 +91,7 @@ impl WorkloadKind {
     ];
 
     /// Every fact about a kind, in one place.
-    const fn facts(self) -> KindFacts {
+    fn facts(self) -> KindFacts {
         let (name, long_running, short_names): (_, _, &[_]) = match self {
             WorkloadKind::Deployment => ("Deployment", true, &["deploy"]),
             WorkloadKind::DaemonSet => ("DaemonSet", true, &["ds"]),
@@ -95,6 +100,8 @@ impl WorkloadKind {
             WorkloadKind::Job => ("Job", false, &[]),
             WorkloadKind::Rollout => ("Rollout", true, &["ro"]),
             WorkloadKind::DeploymentConfig => ("DeploymentConfig", true, &["dc"]),
+            // Its controller keeps pods on the template, as far as reloader can tell.
+            WorkloadKind::Custom(custom) => (&*custom.kind, true, &[]),
         };
         KindFacts { name, long_running, short_names }
     }
@@ -112,16 +119,24 @@ impl WorkloadKind {
     }
 
     /// Parses a kind as typed by a person (`deployment`, `deploy`, `Deployment`, `deployments`, ...):
-    /// any case, any number of trailing `s`.
-    pub fn parse_loose(s: &str) -> Option<Self> {
+    /// any case, any number of trailing `s`; a built-in kind or one of `declared`.
+    pub fn parse_loose(s: &str, declared: &[WorkloadKind]) -> Option<Self> {
         let stem = |name: &str| name.to_ascii_lowercase().trim_end_matches('s').to_owned();
         let typed = stem(s);
-        WorkloadKind::ALL.into_iter().find(|kind| {
+        WorkloadKind::ALL.iter().chain(declared).copied().find(|kind| {
             let facts = kind.facts();
             std::iter::once(facts.name)
                 .chain(facts.short_names.iter().copied())
                 .any(|name| stem(name) == typed)
         })
+    }
+
+    /// The declaration of a kind the user declared; `None` for a built-in kind.
+    pub fn custom(self) -> Option<&'static CustomKind> {
+        match self {
+            WorkloadKind::Custom(custom) => Some(custom),
+            _ => None,
+        }
     }
 }
 
@@ -365,7 +380,7 @@ mod tests {
             ("j", None),
         ];
         for (typed, kind) in cases {
-            assert_eq!(WorkloadKind::parse_loose(typed), kind, "{typed:?}");
+            assert_eq!(WorkloadKind::parse_loose(typed, &[]), kind, "{typed:?}");
         }
     }
 }

@@ -37,6 +37,8 @@ pub enum ConfigError {
     InvalidValue { flag: &'static str, value: String, reason: String },
     #[error("{flag} requires {requirement}")]
     Requires { flag: &'static str, requirement: &'static str },
+    #[error(transparent)]
+    CustomKind(#[from] crate::custom_kind::CustomKindError),
 }
 
 /// The validated configuration of `reloader run`.
@@ -51,6 +53,8 @@ pub struct Options {
     pub sync_after_restart: bool,
     pub ignored_resources: IgnoredResources,
     pub ignored_workloads: BTreeSet<WorkloadKind>,
+    /// The kinds declared with `--custom-workload`, in the order given.
+    pub custom_kinds: Vec<WorkloadKind>,
     pub namespace_scope: NamespaceScope,
     /// Applied server-side to the ConfigMap/Secret watches; `None` selects everything.
     pub resource_label_selector: Option<LabelSelector>,

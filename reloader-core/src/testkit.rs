@@ -38,6 +38,7 @@ pub struct TestWorkload {
     pub deployment: Deployment,
     pub suspended: bool,
     pub has_template: bool,
+    pub annotations_only: bool,
 }
 
 /// A Deployment `name` in [`NS`] with one container `app` and nothing else.
@@ -59,6 +60,7 @@ pub fn deployment(name: &str) -> TestWorkload {
         },
         suspended: false,
         has_template: true,
+        annotations_only: false,
     }
 }
 
@@ -67,6 +69,14 @@ fn container(name: &str) -> Container {
 }
 
 impl TestWorkload {
+    /// A declared kind whose operator copies an annotations map to its pods: the "template" is
+    /// that map, with no containers.
+    pub fn annotations_map(mut self) -> Self {
+        self.spec_mut().containers.clear();
+        self.annotations_only = true;
+        self
+    }
+
     pub fn with_name(mut self, name: &str) -> Self {
         self.deployment.metadata.name = Some(name.into());
         self
@@ -292,6 +302,10 @@ impl Workload for TestWorkload {
 
     fn suspended(&self) -> bool {
         self.suspended
+    }
+
+    fn annotations_only(&self) -> bool {
+        self.annotations_only
     }
 
     fn template_write(

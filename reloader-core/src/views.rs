@@ -12,7 +12,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use crate::annotations::{AnnotationKeys, ReloadAnnotations};
 use crate::markers::{Markers, template_containers};
 use crate::model::{
-    ContentHash, KeyDigests, KeyUse, Reference, ResourceKey, ResourceVersion, Uid, WorkloadKey, WorkloadKind,
+    ContentHash, KeyDigests, KeyUse, Reference, ReloadStrategy, ResourceKey, ResourceVersion, Uid,
+    WorkloadKey, WorkloadKind,
 };
 use crate::references::{discover_key_uses, discover_references};
 
@@ -71,6 +72,9 @@ pub struct WorkloadView {
     pub uid: Option<Uid>,
     /// What a write built from this view must know of the template besides its markers.
     pub shape: TemplateShape,
+    /// The "template" is a map of annotations the kind's operator copies to its pods (a
+    /// declared kind's `annotations=`): it has no containers, its markers are annotations.
+    pub annotations_only: bool,
 }
 
 /// The little a JSON patch of the template needs beyond container names and markers: which
@@ -111,6 +115,12 @@ impl TemplateShape {
 }
 
 impl WorkloadView {
+    /// The strategy this workload's markers follow: the configured one, but annotations where
+    /// there is no pod spec to carry env vars (an annotations map).
+    pub fn strategy(&self, configured: ReloadStrategy) -> ReloadStrategy {
+        if self.annotations_only { ReloadStrategy::Annotations } else { configured }
+    }
+
     /// Do both views decide every resource the same way (all `decide` reads but the markers)?
     pub fn same_decision_inputs(&self, other: &WorkloadView) -> bool {
         self.key == other.key
@@ -122,6 +132,7 @@ impl WorkloadView {
             && self.suspended == other.suspended
             && self.key_filters == other.key_filters
             && self.key_uses == other.key_uses
+            && self.annotations_only == other.annotations_only
     }
 }
 
@@ -134,11 +145,12 @@ pub struct WorkloadParts<'a> {
     pub(crate) template: Option<&'a PodTemplateSpec>,
     pub(crate) suspended: bool,
     pub(crate) paused: bool,
+    pub(crate) annotations_only: bool,
 }
 
 /// Builds the compact view of any workload (what the provided `Workload::view` returns).
 pub fn build_view(parts: WorkloadParts<'_>, keys: &AnnotationKeys) -> WorkloadView {
-    let WorkloadParts { kind, metadata: meta, template, suspended, paused } = parts;
+    let WorkloadParts { kind, metadata: meta, template, suspended, paused, annotations_only } = parts;
     let annotations = meta.annotations.as_ref();
     let get = |k: &str| annotations.and_then(|a| a.get(k)).map(|v| Box::<str>::from(v.as_str()));
     let template_annotations =
@@ -177,6 +189,7 @@ pub fn build_view(parts: WorkloadParts<'_>, keys: &AnnotationKeys) -> WorkloadVi
         version: meta.resource_version.as_deref().and_then(ResourceVersion::parse),
         uid: meta.uid.as_deref().and_then(Uid::parse),
         shape: template.map(|t| TemplateShape::of(t, keys)).unwrap_or_default(),
+        annotations_only,
     }
 }
 

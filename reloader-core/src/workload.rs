@@ -86,6 +86,11 @@ pub trait Workload {
     fn paused(&self) -> bool {
         false
     }
+    /// The pod template is only a map of annotations the kind's operator copies to its pods
+    /// (a declared kind's `annotations=`): no containers, markers as annotations.
+    fn annotations_only(&self) -> bool {
+        false
+    }
 
     /// What the view is built from (an override of `view` starts from these too).
     fn view_parts(&self) -> WorkloadParts<'_> {
@@ -95,6 +100,7 @@ pub trait Workload {
             template: self.pod_template(),
             suspended: self.suspended(),
             paused: self.paused(),
+            annotations_only: self.annotations_only(),
         }
     }
 
@@ -150,6 +156,10 @@ pub fn checked_template<'a, W: Workload + ?Sized>(
     };
     let template = workload.pod_template().ok_or_else(|| WriteError::NoTemplate(key()))?;
     let containers = template.spec.as_ref().map_or(0, |s| s.containers.len());
+    if workload.annotations_only() {
+        // Markers go to the annotations map, on no container.
+        return Ok(template);
+    }
     if containers == 0 {
         return Err(WriteError::NoContainers(key()));
     }

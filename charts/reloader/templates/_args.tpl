@@ -28,6 +28,14 @@ binary's own default applies.
 {{- if $r.isArgoRollouts }}{{ $args = append $args "--is-Argo-Rollouts=true" }}{{ end -}}
 {{- /* Always explicit: auto-detection could watch DeploymentConfigs without the RBAC rule. */ -}}
 {{- $args = append $args (printf "--is-openshift=%t" (eq $r.isOpenshift true)) -}}
+{{- /* One flag per declared kind; the schema keeps commas and "=" out of the values. */ -}}
+{{- range $workload := $r.customWorkloads | default list -}}
+  {{- $fields := list -}}
+  {{- range $key := list "group" "version" "kind" "resource" "template" "annotations" -}}
+    {{- with get $workload $key }}{{ $fields = append $fields (printf "%s=%s" $key .) }}{{ end -}}
+  {{- end -}}
+  {{- $args = append $args (printf "--custom-workload=%s" (join "," $fields)) -}}
+{{- end -}}
 {{- if $r.reloadOnCreate }}{{ $args = append $args "--reload-on-create=true" }}{{ end -}}
 {{- if $r.reloadOnDelete }}{{ $args = append $args "--reload-on-delete=true" }}{{ end -}}
 {{- if $r.syncAfterRestart }}{{ $args = append $args "--sync-after-restart=true" }}{{ end -}}

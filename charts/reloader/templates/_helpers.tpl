@@ -176,4 +176,15 @@ Deployment so that every render checks them.
 {{- if and $r.watchGlobally (include "reloader.csvList" $r.namespaces | fromJsonArray) -}}
 {{- fail "reloader.namespaces is set but reloader.watchGlobally is true: set reloader.watchGlobally=false to watch only those namespaces" -}}
 {{- end -}}
+{{- /* The binary refuses a kind declared twice (same group, and same kind or resource). */ -}}
+{{- $declared := dict -}}
+{{- range $index, $workload := $r.customWorkloads | default list -}}
+{{- range $name := list (printf "kind %s" $workload.kind) (printf "resource %s" $workload.resource) -}}
+{{- $key := printf "%s in group %s" $name $workload.group -}}
+{{- if hasKey $declared $key -}}
+{{- fail (printf "reloader.customWorkloads[%d]: %s is already declared by reloader.customWorkloads[%v]; declare each kind once" $index $key (get $declared $key)) -}}
+{{- end -}}
+{{- $_ := set $declared $key $index -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}

@@ -49,6 +49,11 @@ Call with (dict "root" $ "cluster" true|false).
   resources: ["deploymentconfigs"]
   verbs: ["get", "list", "watch", "patch"]
 {{- end }}
+{{- range $workload := $r.customWorkloads | default list }}
+- apiGroups: [{{ $workload.group | toJson }}]
+  resources: [{{ $workload.resource | toJson }}]
+  verbs: ["get", "list", "watch", "patch"]
+{{- end }}
 {{- if $r.enableCSIIntegration }}
 - apiGroups: ["secrets-store.csi.x-k8s.io"]
   resources: ["secretproviderclasspodstatuses", "secretproviderclasses"]

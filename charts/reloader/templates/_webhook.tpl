@@ -64,4 +64,14 @@ The workload kinds the webhook intercepts: those the controller reloads with the
   operations: ["CREATE", "UPDATE"]
   scope: Namespaced
 {{- end }}
+{{- /* An annotations map is no pod template: the webhook leaves those kinds alone. */}}
+{{- range $workload := $r.customWorkloads | default list }}
+{{- if $workload.template }}
+- apiGroups: [{{ $workload.group | toJson }}]
+  apiVersions: [{{ $workload.version | toJson }}]
+  resources: [{{ $workload.resource | toJson }}]
+  operations: ["CREATE", "UPDATE"]
+  scope: Namespaced
+{{- end }}
+{{- end }}
 {{- end -}}

@@ -12,6 +12,7 @@ use reloader_core::admission::{
     hold_release, opted_out, preserve_markers, refresh_markers, stamp_markers, template_changes,
 };
 use reloader_core::annotations::AnnotationKeys;
+use reloader_core::custom_kind::PodTarget;
 use reloader_core::model::WorkloadKind;
 use reloader_core::views::WorkloadView;
 use serde_json::Value;
@@ -19,6 +20,7 @@ use tracing::{debug, info, warn};
 
 use super::AdmissionState;
 use crate::client::FIELD_MANAGER;
+use crate::kinds::EnabledKinds;
 use crate::observe::metrics::AdmissionOutcome as Outcome;
 
 /// The response to `request`: always allowed; with a patch when markers are added.
@@ -68,11 +70,16 @@ fn operations(
     ctx: &AdmissionState,
     request: &AdmissionRequest<DynamicObject>,
 ) -> Result<Option<Vec<Value>>, serde_json::Error> {
-    let Some(kind) = workload_kind(&request.kind) else {
+    let Some(kind) = workload_kind(&request.kind, &ctx.kinds) else {
         warn_unhandled_kind(&request.kind);
         return Ok(None);
     };
     if request.sub_resource.is_some() || !ctx.kinds.contains(kind) {
+        return Ok(None);
+    }
+    // An annotations map is no pod template: its operator, not the API server, starts the pods,
+    // and a re-apply that drops the marker restarts nothing (docs/beyond-stakater.md §12).
+    if kind.custom().is_some_and(|custom| matches!(custom.target, PodTarget::Annotations(_))) {
         return Ok(None);
     }
     let Some(object) = &request.object else { return Ok(None) };
@@ -131,8 +138,8 @@ fn operations(
 }
 
 /// The kinds reloader rolls, by the group and kind the API server names.
-fn workload_kind(gvk: &GroupVersionKind) -> Option<WorkloadKind> {
-    crate::kinds::by_group_kind(&gvk.group, &gvk.kind)
+fn workload_kind(gvk: &GroupVersionKind, enabled: &EnabledKinds) -> Option<WorkloadKind> {
+    crate::kinds::by_group_kind(&gvk.group, &gvk.kind, enabled.iter())
 }
 
 /// A review of a kind that is no workload (a Pod, a ConfigMap) means the webhook's rules send it
@@ -169,7 +176,16 @@ mod tests {
 
     #[test]
     fn kinds_by_group() {
+        let declared = reloader_core::custom_kind::declare(&[
+            "group=apps.kruise.io,version=v1alpha1,kind=CloneSet,resource=clonesets,template=/spec/template"
+                .into(),
+        ])
+        .unwrap();
+        let enabled = EnabledKinds::of(&[WorkloadKind::ALL.as_slice(), &declared].concat());
+        let workload_kind = |gvk: &GroupVersionKind| workload_kind(gvk, &enabled);
         let gvk = |group: &str, kind: &str| GroupVersionKind::gvk(group, "v1", kind);
+        assert_eq!(workload_kind(&gvk("apps.kruise.io", "CloneSet")), Some(declared[0]));
+        assert_eq!(workload_kind(&gvk("example.com", "CloneSet")), None);
         assert_eq!(workload_kind(&gvk("apps", "Deployment")), Some(WorkloadKind::Deployment));
         assert_eq!(workload_kind(&gvk("batch", "CronJob")), Some(WorkloadKind::CronJob));
         assert_eq!(workload_kind(&gvk("argoproj.io", "Rollout")), Some(WorkloadKind::Rollout));

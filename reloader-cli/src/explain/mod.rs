@@ -102,8 +102,8 @@ fn describe_kube_error(error: &kube::Error) -> String {
 
 /// Explains the workload and returns the output to print (warnings go to stderr).
 pub async fn run(args: ExplainArgs) -> Result<String, ExplainError> {
-    let (kind, name) = parse_target(&args.target)?;
     let options = args.controller.validate().map_err(|e| ExplainError::Usage(e.to_string()))?;
+    let (kind, name) = parse_target(&args.target, &options.custom_kinds)?;
     let (client, default_namespace) = connect(args.kubeconfig.as_deref(), args.context).await?;
     let namespace = args.namespace.unwrap_or(default_namespace);
     let explanation = explain_workload(&client, &options, WorkloadKey::new(kind, &namespace, &name)).await?;
@@ -111,15 +111,17 @@ pub async fn run(args: ExplainArgs) -> Result<String, ExplainError> {
 }
 
 /// `<kind>/<name>`, the kind as people type it (`deploy`, `sts`, `Deployment`, ...).
-pub fn parse_target(target: &str) -> Result<(WorkloadKind, String), ExplainError> {
+pub fn parse_target(target: &str, declared: &[WorkloadKind]) -> Result<(WorkloadKind, String), ExplainError> {
     let usage = |why: String| ExplainError::Usage(format!("invalid workload {target:?}: {why}"));
     let Some((kind, name)) = target.split_once('/') else {
         return Err(usage("expected <kind>/<name>, e.g. deployment/web".into()));
     };
-    let kind = WorkloadKind::parse_loose(kind).ok_or_else(|| {
+    let kind = WorkloadKind::parse_loose(kind, declared).ok_or_else(|| {
+        let declared: String =
+            declared.iter().map(|k| format!(", {}", k.as_str().to_ascii_lowercase())).collect();
         usage(format!(
-            "unknown kind {kind:?}; expected deployment, daemonset, statefulset, cronjob, job, rollout or \
-             deploymentconfig"
+            "unknown kind {kind:?}; expected deployment, daemonset, statefulset, cronjob, job, rollout, \
+             deploymentconfig{declared} (or one declared with --custom-workload)"
         ))
     })?;
     if name.is_empty() || name.contains('/') {
@@ -303,16 +305,34 @@ mod tests {
 
     #[test]
     fn targets_parse_loosely_and_fail_clearly() {
-        let ok = |t: &str| parse_target(t).unwrap();
+        let ok = |t: &str| parse_target(t, &[]).unwrap();
         assert_eq!(ok("deployment/web"), (WorkloadKind::Deployment, "web".to_owned()));
         assert_eq!(ok("sts/db"), (WorkloadKind::StatefulSet, "db".to_owned()));
         assert_eq!(ok("CronJobs/report"), (WorkloadKind::CronJob, "report".to_owned()));
-        let err = |t: &str| parse_target(t).unwrap_err();
+        let err = |t: &str| parse_target(t, &[]).unwrap_err();
         assert!(err("pod/web").is_usage());
         assert_eq!(
             err("pod/web").to_string(),
             "invalid workload \"pod/web\": unknown kind \"pod\"; expected deployment, daemonset, statefulset, \
-             cronjob, job, rollout or deploymentconfig"
+             cronjob, job, rollout, deploymentconfig (or one declared with --custom-workload)"
+        );
+        let declared = reloader_core::custom_kind::declare(&[
+            "group=apps.kruise.io,version=v1alpha1,kind=CloneSet,resource=clonesets,template=/spec/template"
+                .into(),
+        ])
+        .unwrap();
+        assert_eq!(parse_target("clonesets/web", &declared).unwrap(), (declared[0], "web".to_owned()));
+        assert!(
+            parse_target("cloneset/web", &[])
+                .unwrap_err()
+                .to_string()
+                .contains("deploymentconfig (or one declared")
+        );
+        assert!(
+            parse_target("x/web", &declared)
+                .unwrap_err()
+                .to_string()
+                .contains("deploymentconfig, cloneset (or one declared")
         );
         assert_eq!(
             err("web").to_string(),

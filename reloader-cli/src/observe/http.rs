@@ -3,8 +3,9 @@
 //! Profiling is deliberately not served here (docs/compatibility.md §1): the metrics port is usually reachable
 //! by every scraper in the cluster.
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
 use axum::Router;
@@ -29,6 +30,9 @@ pub(crate) struct Health {
     live: Arc<AtomicBool>,
     /// False while RBAC denies a permission the watches need (`rbac`).
     reads_granted: Arc<AtomicBool>,
+    /// What is awaited without holding readiness back (a declared kind's CRD), for `/readyz`'s
+    /// body. Bounded by the declared kinds.
+    pending: Arc<Mutex<BTreeSet<String>>>,
 }
 
 impl Health {
@@ -37,7 +41,22 @@ impl Health {
             ready: Arc::new(AtomicBool::new(false)),
             live: Arc::new(AtomicBool::new(true)),
             reads_granted: Arc::new(AtomicBool::new(true)),
+            pending: Arc::default(),
         }
+    }
+
+    /// Adds (`true`) or removes a line of `/readyz`'s body.
+    pub(crate) fn set_pending(&self, detail: &str, pending: bool) {
+        let mut all = self.pending.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if pending {
+            all.insert(detail.to_owned());
+        } else {
+            all.remove(detail);
+        }
+    }
+
+    pub(crate) fn pending(&self) -> Vec<String> {
+        self.pending.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).iter().cloned().collect()
     }
 
     pub(crate) fn set_reads_granted(&self, granted: bool) {
@@ -118,6 +137,10 @@ async fn live_handler(State(state): State<AppState>) -> Response {
 }
 
 async fn ready_handler(State(state): State<AppState>) -> Response {
+    let pending = state.health.pending();
+    if state.health.is_ready() && !pending.is_empty() {
+        return (StatusCode::OK, format!("ok\n{}\n", pending.join("\n"))).into_response();
+    }
     probe_response(state.health.is_ready(), "not ready")
 }
 
@@ -175,6 +198,14 @@ mod tests {
         health.set_ready(true);
         let (status, _, body) = get(format!("{}/readyz", server.base)).await;
         assert_eq!((status, body.as_str()), (StatusCode::OK, "ok"));
+        // What is awaited without holding readiness back is listed after "ok", until it is not.
+        health.set_pending("waiting for b", true);
+        health.set_pending("waiting for a", true);
+        let (status, _, body) = get(format!("{}/readyz", server.base)).await;
+        assert_eq!((status, body.as_str()), (StatusCode::OK, "ok\nwaiting for a\nwaiting for b\n"));
+        health.set_pending("waiting for a", false);
+        health.set_pending("waiting for b", false);
+        assert_eq!(get(format!("{}/readyz", server.base)).await.2, "ok");
 
         health.set_live(false);
         for path in ["/live", "/healthz"] {

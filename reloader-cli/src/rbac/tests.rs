@@ -199,17 +199,17 @@ fn a_write_is_explained_without_holding_readiness_back() {
 fn an_auto_detected_kind_reports_the_verbs_rbac_denies() {
     let info = crate::kinds::info(WorkloadKind::DeploymentConfig);
     let none = Rbac::new(&[]);
-    assert_eq!(block_on(denied_verbs(&none, info, &vec![None], true)), info.verbs.to_vec());
+    assert_eq!(block_on(denied_verbs(&none, &info, &vec![None], true)), info.verbs.to_vec());
     assert_eq!(
-        block_on(denied_verbs(&none, info, &vec![None], false)),
+        block_on(denied_verbs(&none, &info, &vec![None], false)),
         ["list", "watch"],
         "webhook mode only watches"
     );
     let stakater_openshift =
         Rbac::new(&[("apps.openshift.io", &["deploymentconfigs"], &["list", "get", "update", "patch"])]);
-    assert_eq!(block_on(denied_verbs(&stakater_openshift, info, &vec![None], true)), ["watch"]);
+    assert_eq!(block_on(denied_verbs(&stakater_openshift, &info, &vec![None], true)), ["watch"]);
     let full = Rbac::new(&[("apps.openshift.io", &["deploymentconfigs"], info.verbs)]);
-    assert!(block_on(denied_verbs(&full, info, &vec![None], true)).is_empty());
+    assert!(block_on(denied_verbs(&full, &info, &vec![None], true)).is_empty());
 }
 
 fn rule(groups: &[&str], resources: &[&str], verbs: &[&str], names: &[&str]) -> ResourceRule {

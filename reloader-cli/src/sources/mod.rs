@@ -20,6 +20,7 @@ use reloader_core::annotations::AnnotationKeys;
 use reloader_core::options::{IgnoredResources, NamespaceScope, Options};
 use reloader_core::selector::LabelSelector;
 
+use crate::discovery::CrdWait;
 use crate::kinds::EnabledKinds;
 use crate::observe::metrics::WatchMetrics;
 use crate::scope::ScopeFilter;
@@ -79,6 +80,7 @@ pub(crate) fn watches(
     kinds: &EnabledKinds,
     state: &Arc<impl WatchedState + 'static>,
     scope: &ScopeFilter,
+    crd_wait: &CrdWait,
     metrics: &WatchMetrics,
 ) -> Vec<Watch> {
     let mut watches = Vec::new();
@@ -89,7 +91,8 @@ pub(crate) fn watches(
         let namespace = namespace.as_deref();
         watches.extend(resources::watches(client, config, namespace, state, metrics));
         for kind in kinds.iter() {
-            watches.push(workloads::watch(client, kind, namespace, &config.keys, state.clone(), metrics));
+            let target = workloads::WorkloadTarget::new(state.clone(), kind, namespace, &config.keys);
+            watches.push(workloads::watch(client, target, crd_wait, metrics));
         }
     }
     watches

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use futures::FutureExt as _;
 use kube::Client;
-use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::model::{WorkloadKey, WorkloadKind};
@@ -14,71 +13,88 @@ use tokio::sync::watch;
 
 use super::glue::{IndexTarget, index_watch};
 use super::initial_list::watcher_stream;
-use super::{Watch, api_for, watch_config, watch_name};
-use crate::kinds::{self, KindObject, KindVisitor, Registered};
+use super::{Watch, watch_config, watch_name};
+use crate::discovery::CrdWait;
+use crate::kinds::{self, Availability, KindObject, KindVisitor, Registered};
 use crate::observe::metrics::WatchMetrics;
 use crate::state::{Phase, WorkloadState};
 use crate::views::watched_workload_view;
 
-/// The watch of one workload kind in one namespace (or all).
+/// The watch of one workload kind in one namespace (or all). A declared kind's watch first
+/// waits for its CRD, if missing.
 pub(super) fn watch(
     client: &Client,
-    kind: WorkloadKind,
-    namespace: Option<&str>,
-    keys: &AnnotationKeys,
-    state: Arc<dyn WorkloadState>,
+    target: WorkloadTarget,
+    crd_wait: &CrdWait,
     metrics: &WatchMetrics,
 ) -> Watch {
-    let target = WorkloadTarget { state, kind, namespace: namespace.map(String::from), keys: keys.clone() };
-    kinds::visit(kind, Start { client, target, metrics })
+    let kind = target.kind;
+    kinds::visit(kind, Start { client, target, crd_wait, metrics })
 }
 
 /// Starts the watch of the kind's backend type.
 struct Start<'a> {
     client: &'a Client,
     target: WorkloadTarget,
+    crd_wait: &'a CrdWait,
     metrics: &'a WatchMetrics,
 }
 
 impl KindVisitor for Start<'_> {
     type Output = Watch;
 
-    fn visit<K: KindObject>(self, _: &'static Registered<K>) -> Watch {
-        start::<K>(self.client, self.target, self.metrics)
+    fn visit<K: KindObject>(self, registered: &Registered<K>) -> Watch {
+        let Start { client, target, crd_wait, metrics } = self;
+        let api = K::api(client, target.namespace.as_deref(), &registered.info);
+        let (tx, synced) = watch::channel(false);
+        let name = watch_name(target.kind.as_str(), target.namespace.as_deref());
+        let metrics = metrics.clone();
+        // Workloads keep no label selector: any of them may carry the annotations.
+        let stream = watcher_stream(name.clone(), api, watch_config(None, None)).default_backoff();
+        let task_name = name.clone();
+        let awaited = (registered.info.availability == Availability::Declared)
+            .then(|| (crd_wait.clone(), registered.info));
+        let task = async move {
+            if let Some((crd_wait, info)) = awaited {
+                crd_wait.until_served(&info, &tx).await;
+            }
+            index_watch(&task_name, stream, target, tx, &metrics).await
+        }
+        .boxed();
+        Watch { name, task, synced }
     }
 }
 
-fn start<K: KindObject>(client: &Client, target: WorkloadTarget, metrics: &WatchMetrics) -> Watch {
-    let api: Api<K> = api_for(client, target.namespace.as_deref());
-    let (tx, synced) = watch::channel(false);
-    let name = watch_name(target.kind.as_str(), target.namespace.as_deref());
-    let metrics = metrics.clone();
-    // Workloads keep no label selector: any of them may carry the annotations.
-    let stream = watcher_stream(name.clone(), api, watch_config(None, None)).default_backoff();
-    let task_name = name.clone();
-    let task = async move { index_watch(&task_name, stream, target, tx, &metrics).await }.boxed();
-    Watch { name, task, synced }
-}
-
-struct WorkloadTarget {
+pub(super) struct WorkloadTarget {
     state: Arc<dyn WorkloadState>,
     kind: WorkloadKind,
     namespace: Option<String>,
     keys: AnnotationKeys,
 }
 
+impl WorkloadTarget {
+    pub(super) fn new(
+        state: Arc<dyn WorkloadState>,
+        kind: WorkloadKind,
+        namespace: Option<&str>,
+        keys: &AnnotationKeys,
+    ) -> Self {
+        WorkloadTarget { state, kind, namespace: namespace.map(String::from), keys: keys.clone() }
+    }
+}
+
 impl<K: KindObject> IndexTarget<K> for WorkloadTarget {
     type Key = WorkloadKey;
 
     fn apply(&mut self, object: K, phase: Phase) -> Option<WorkloadKey> {
-        let view = watched_workload_view(object, &self.keys)?;
+        let view = watched_workload_view(object, self.kind, &self.keys)?;
         let key = view.key.clone();
         self.state.workload_applied(view, phase);
         Some(key)
     }
 
     fn delete(&mut self, object: K) {
-        if let Some(view) = watched_workload_view(object, &self.keys) {
+        if let Some(view) = watched_workload_view(object, self.kind, &self.keys) {
             self.state.workload_deleted(&view.key);
         }
     }

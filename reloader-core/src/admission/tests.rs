@@ -394,7 +394,14 @@ fn view_of(kind: WorkloadKind, object: &Value) -> WorkloadView {
         }),
         status: None,
     };
-    TestWorkload { kind, deployment, suspended: false, has_template: template.is_some() }.view()
+    TestWorkload {
+        kind,
+        deployment,
+        suspended: false,
+        has_template: template.is_some(),
+        annotations_only: false,
+    }
+    .view()
 }
 
 fn index(resources: &[(ResourceKey, ContentHash)]) -> Index {

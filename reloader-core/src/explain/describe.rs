@@ -155,8 +155,11 @@ fn action(view: &WorkloadView, key: &ResourceKey, container: &str, settings: &Ex
             .to_owned();
     }
     let keys = &settings.keys;
-    let record = match settings.decide.strategy {
+    let record = match view.strategy(settings.decide.strategy) {
         ReloadStrategy::EnvVars => format!("{} on container {container}", env_var_name(key.kind, &key.name)),
+        ReloadStrategy::Annotations if view.annotations_only => {
+            format!("{} in the pod annotations map", keys.last_reloaded_from)
+        }
         ReloadStrategy::Annotations => format!("{} on the pod template", keys.last_reloaded_from),
     };
     let write = match view.key.kind {

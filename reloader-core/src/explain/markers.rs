@@ -15,7 +15,9 @@ pub(super) fn marker_summary(
     current: Option<ContentHash>,
     settings: &ExplainSettings,
 ) -> MarkerSummary {
-    let (env_var, annotation, container, recorded, recorded_hash) = match settings.decide.strategy {
+    let (env_var, annotation, container, recorded, recorded_hash) = match view
+        .strategy(settings.decide.strategy)
+    {
         ReloadStrategy::EnvVars => {
             let name = env_var_name(key.kind, &key.name);
             let found = view.markers.env.iter().find(|m| *m.name == *name);
@@ -57,7 +59,7 @@ pub(super) fn other_markers(
     listed: &BTreeSet<ResourceKey>,
     settings: &ExplainSettings,
 ) -> Vec<OtherMarker> {
-    let strategy = settings.decide.strategy;
+    let strategy = view.strategy(settings.decide.strategy);
     let mut shown: BTreeSet<&str> = BTreeSet::new();
     if strategy == ReloadStrategy::EnvVars {
         let names: BTreeSet<String> = listed.iter().map(|k| env_var_name(k.kind, &k.name)).collect();

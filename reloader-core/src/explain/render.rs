@@ -4,7 +4,8 @@
 use std::fmt::Write as _;
 
 use super::{
-    Explanation, KeyFilterSummary, MarkerState, MarkerSummary, ReferenceSummary, ResourceExplanation,
+    DeclaredTarget, Explanation, KeyFilterSummary, MarkerState, MarkerSummary, ReferenceSummary,
+    ResourceExplanation,
 };
 
 /// Rows of `label: value`, the values aligned; a row with an empty label continues the previous one.
@@ -89,6 +90,19 @@ fn on_off(on: bool) -> &'static str {
 fn workload_section(explanation: &Explanation) -> Section {
     let w = &explanation.workload;
     let mut section = Section::new(format!("{} {} in namespace {}", w.kind, w.name, w.namespace));
+    if let Some(declared) = &w.declared {
+        let at = match declared.target {
+            DeclaredTarget::Template => "pod template at",
+            DeclaredTarget::Annotations => "pod annotations map at",
+        };
+        section.row(
+            "Declared kind",
+            format!(
+                "{} {}, {at} {} (--custom-workload)",
+                declared.api_version, declared.resource, declared.pointer
+            ),
+        );
+    }
     section.row("Containers", list_or(&w.containers, "none"));
     if !w.init_containers.is_empty() {
         section.row("Init containers", w.init_containers.join(", "));

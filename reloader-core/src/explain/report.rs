@@ -67,6 +67,26 @@ pub(crate) struct WorkloadSummary {
     pub(crate) init_containers: Vec<String>,
     pub(crate) not_watched: Option<String>,
     pub(crate) pause_period: Option<String>,
+    /// A declared kind's `apiVersion` and pod template pointer (`--custom-workload`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) declared: Option<DeclaredSummary>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct DeclaredSummary {
+    pub(crate) api_version: String,
+    pub(crate) resource: String,
+    pub(crate) target: DeclaredTarget,
+    pub(crate) pointer: String,
+}
+
+/// What a declaration points at (`template=` or `annotations=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum DeclaredTarget {
+    Template,
+    Annotations,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -716,3 +716,30 @@ fn one_plan_per_event() {
         );
     }
 }
+
+/// docs/beyond-stakater.md §12: an annotations map with the search annotation references
+/// nothing, yet a matched resource of its namespace reaches it through the index.
+#[test]
+fn an_annotations_map_searching_is_offered_every_matched_resource() {
+    let index = index_of(&[
+        deployment("map").annotate(SEARCH, "true").annotations_map(),
+        deployment("plain").annotate(SEARCH, "true"),
+    ]);
+    let opts = DecideOptions::default();
+    for (resource, reloads) in
+        [(cm("any").matched(), true), (cm("other"), false), (secret("s").matched(), true)]
+    {
+        let reloaded: Vec<String> =
+            decisions(index.plan_event(&resource, ResourceEventKind::Updated, &opts, |_| false))
+                .into_iter()
+                .filter(|(_, result)| result.is_ok())
+                .map(|(key, _)| key.name.to_string())
+                .collect();
+        assert_eq!(
+            reloaded,
+            if reloads { vec!["map".to_owned()] } else { Vec::<String>::new() },
+            "{:?}",
+            resource.key
+        );
+    }
+}

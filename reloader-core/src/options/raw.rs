@@ -25,6 +25,7 @@ pub struct RawOptions {
     pub webhook_url: SensitiveString,
     pub resources_to_ignore: Vec<String>,
     pub ignored_workload_types: Vec<String>,
+    pub custom_workload: Vec<String>,
     pub namespaces: Vec<String>,
     pub namespaces_to_ignore: Vec<String>,
     pub namespace_selector: Vec<String>,

@@ -29,6 +29,7 @@ fn defaults() -> RawOptions {
         webhook_url: SensitiveString::default(),
         resources_to_ignore: vec![],
         ignored_workload_types: vec![],
+        custom_workload: vec![],
         namespaces: vec![],
         namespaces_to_ignore: vec![],
         namespace_selector: vec![],

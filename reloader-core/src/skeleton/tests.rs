@@ -34,6 +34,7 @@ fn view_of(template: &PodTemplateSpec) -> WorkloadView {
         template: Some(template),
         suspended: false,
         paused: true,
+        annotations_only: false,
     };
     build_view(parts, &keys())
 }

@@ -14,10 +14,15 @@
 //! `resourceVersion` it was computed from, cannot drop containers. A kind with another way to
 //! reload (Argo's `restartAt`) overrides [`CrdSpec::template_write`].
 //!
+//! A kind the user declares (`--custom-workload`) has no type of its own: [`CustomObject`] reads
+//! it from JSON by its declaration and writes the same guarded JSON patch at the declared pointer.
+//!
 //! A generic type rather than one struct per kind: the orphan rule lets this crate implement the
 //! foreign traits once for every kind, with no macro.
 
+mod custom;
 mod object;
 mod workload;
 
+pub use custom::CustomObject;
 pub use object::{CrdObject, CrdSpec};

@@ -1,4 +1,5 @@
-//! Every CRD-served kind as a core `Workload`; reloads are JSON patches of `spec.template`.
+//! Every CRD-served kind as a core `Workload`; reloads are JSON patches of `spec.template`
+//! (of the declared pointer for a declared kind).
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -56,17 +57,22 @@ impl<S: CrdSpec> CrdObject<S> {
         changes: &[MarkerChange],
         ctx: &WriteContext<'_>,
     ) -> Option<WorkloadWrite> {
-        let resource_version = self.metadata.resource_version.as_deref().unwrap_or_default();
-        let body = template_json_patch(
-            template,
-            TEMPLATE_POINTER,
-            resource_version,
-            changes,
-            ctx.keys,
-            ctx.now_unix,
-        )?;
-        // An object never read from a server has no version: the `test` of the empty one fails.
-        let precondition = Precondition::ResourceVersion(resource_version.to_owned());
-        Some(WorkloadWrite::Patch { kind: PatchKind::Json, body, precondition })
+        guarded_json_patch(&self.metadata, template, TEMPLATE_POINTER, changes, ctx)
     }
+}
+
+/// The JSON patch of `changes` to the template at `pointer`, guarded by the object's
+/// `resourceVersion`; `None` if the template already records them all.
+pub(crate) fn guarded_json_patch(
+    metadata: &ObjectMeta,
+    template: &PodTemplateSpec,
+    pointer: &str,
+    changes: &[MarkerChange],
+    ctx: &WriteContext<'_>,
+) -> Option<WorkloadWrite> {
+    let resource_version = metadata.resource_version.as_deref().unwrap_or_default();
+    let body = template_json_patch(template, pointer, resource_version, changes, ctx.keys, ctx.now_unix)?;
+    // An object never read from a server has no version: the `test` of the empty one fails.
+    let precondition = Precondition::ResourceVersion(resource_version.to_owned());
+    Some(WorkloadWrite::Patch { kind: PatchKind::Json, body, precondition })
 }

@@ -16,6 +16,8 @@ pub struct Versions {
     pub kwok: String,
     pub helm: String,
     pub argo_rollouts: String,
+    pub openkruise: String,
+    pub keda: String,
     pub containerd: String,
     pub node_images: String,
 }
@@ -39,6 +41,8 @@ impl Versions {
             kwok: value("KWOK_VERSION")?,
             helm: value("HELM_VERSION")?,
             argo_rollouts: value("ARGO_ROLLOUTS_VERSION")?,
+            openkruise: value("OPENKRUISE_VERSION")?,
+            keda: value("KEDA_VERSION")?,
             containerd: value("CONTAINERD_VERSION")?,
             node_images: value("NODE_IMAGES_VERSION")?,
         })
@@ -74,6 +78,10 @@ pub struct Binaries {
     pub kwok_stages: PathBuf,
     /// The Argo Rollouts `Rollout` CRD read from its module by hack/build.
     pub rollout_crd: PathBuf,
+    /// The OpenKruise `CloneSet` CRD read from its module by hack/build.
+    pub cloneset_crd: PathBuf,
+    /// The KEDA `ScaledJob` CRD read from its module by hack/build.
+    pub scaledjob_crd: PathBuf,
     pub versions: Versions,
 }
 
@@ -95,6 +103,8 @@ impl Binaries {
             rollout_crd: cache
                 .join(format!("argo-rollouts-{}", versions.argo_rollouts))
                 .join("rollout-crd.yaml"),
+            cloneset_crd: cache.join(format!("openkruise-{}", versions.openkruise)).join("cloneset-crd.yaml"),
+            scaledjob_crd: cache.join(format!("keda-{}", versions.keda)).join("scaledjob-crd.yaml"),
             versions,
         }
     }
@@ -144,8 +154,8 @@ mod tests {
     fn parses_the_pinned_versions_file() {
         let versions = Versions::parse(
             "# comment\nKUBERNETES_VERSION=v1.36.3\nETCD_VERSION=v3.6.16\nKWOK_VERSION=v0.8.0\n\
-             HELM_VERSION=v3.20.2\nARGO_ROLLOUTS_VERSION=v1.9.3\nCONTAINERD_VERSION=v2.4.2\n\
-             NODE_IMAGES_VERSION=1\n",
+             HELM_VERSION=v3.20.2\nARGO_ROLLOUTS_VERSION=v1.9.3\nOPENKRUISE_VERSION=v1.8.2\n\
+             KEDA_VERSION=v2.21.0\nCONTAINERD_VERSION=v2.4.2\nNODE_IMAGES_VERSION=1\n",
         )
         .unwrap();
         assert_eq!(versions.kubernetes, "v1.36.3");
@@ -153,6 +163,8 @@ mod tests {
         assert_eq!(versions.kwok, "v0.8.0");
         assert_eq!(versions.helm, "v3.20.2");
         assert_eq!(versions.argo_rollouts, "v1.9.3");
+        assert_eq!(versions.openkruise, "v1.8.2");
+        assert_eq!(versions.keda, "v2.21.0");
         assert_eq!(versions.containerd, "v2.4.2");
         assert_eq!(versions.node_images, "1");
     }
@@ -173,5 +185,7 @@ mod tests {
         let binaries = Binaries::in_cache(Path::new("/cache"));
         let kubernetes = format!("/cache/kubernetes-{}/kube-apiserver", binaries.versions.kubernetes);
         assert_eq!(binaries.kube_apiserver, PathBuf::from(kubernetes));
+        let keda = format!("/cache/keda-{}/scaledjob-crd.yaml", binaries.versions.keda);
+        assert_eq!(binaries.scaledjob_crd, PathBuf::from(keda));
     }
 }

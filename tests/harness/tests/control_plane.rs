@@ -271,6 +271,88 @@ async fn the_crds_install_and_their_objects_can_be_created() {
     assert_eq!(created.data["status"]["objects"][0]["version"], "3");
 }
 
+/// The custom-kinds tests' CRDs keep a whole pod template at the pointer each one is declared
+/// with (a pruning schema would drop what reloader writes there), and `AnnotatedWorkload` keeps its
+/// map of pod annotations.
+#[tokio::test]
+async fn the_custom_kinds_keep_their_pod_templates() {
+    let plane = ControlPlane::shared().await;
+    let _logs = plane.dump_logs_on_panic();
+    let crds = [
+        Crd::OpenKruiseCloneSet,
+        Crd::KedaScaledJob,
+        Crd::DeepWorkload,
+        Crd::AnnotatedWorkload,
+        Crd::ClusterWorkload,
+    ];
+    plane.install_crds(&crds).await.unwrap();
+    let ns = plane.namespace().await;
+    let template = json!({
+        "metadata": { "labels": { "app": "custom" }, "annotations": { "written": "by reloader" } },
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{
+                "name": "app",
+                "image": "registry.k8s.io/pause:3.10",
+                "envFrom": [{ "configMapRef": { "name": "settings" } }],
+            }],
+        },
+    });
+    let cases = [
+        (
+            Crd::OpenKruiseCloneSet,
+            json!({ "selector": { "matchLabels": { "app": "custom" } }, "template": template }),
+            "/spec/template",
+        ),
+        (
+            Crd::KedaScaledJob,
+            json!({
+                "jobTargetRef": { "template": template },
+                "triggers": [{
+                    "type": "cron",
+                    "metadata": { "timezone": "UTC", "start": "0 * * * *", "end": "5 * * * *", "desiredReplicas": "1" },
+                }],
+            }),
+            "/spec/jobTargetRef/template",
+        ),
+        (
+            Crd::DeepWorkload,
+            json!({ "runtime": { "workers": { "replicas": 2, "podTemplate": template } } }),
+            "/spec/runtime/workers/podTemplate",
+        ),
+        (Crd::ClusterWorkload, json!({ "template": template }), "/spec/template"),
+    ];
+    for (crd, spec, pointer) in cases {
+        let [resource] = crd.api_resources().try_into().unwrap();
+        let api: Api<DynamicObject> = match crd {
+            Crd::ClusterWorkload => Api::all_with(plane.client(), &resource),
+            _ => Api::namespaced_with(plane.client(), ns.name(), &resource),
+        };
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": resource.api_version,
+            "kind": resource.kind,
+            "metadata": { "name": format!("custom-{}", ns.name()) },
+            "spec": spec,
+        }))
+        .unwrap();
+        let created = api.create(&PostParams::default(), &object).await.unwrap();
+        let kept = serde_json::to_value(&created).unwrap();
+        assert_eq!(kept.pointer(pointer), Some(&template), "{crd:?} keeps the pod template at {pointer}");
+    }
+
+    let [annotated] = Crd::AnnotatedWorkload.api_resources().try_into().unwrap();
+    let annotated: Api<DynamicObject> = Api::namespaced_with(plane.client(), ns.name(), &annotated);
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.reloader.dev/v1",
+        "kind": "AnnotatedWorkload",
+        "metadata": { "name": "annotated" },
+        "spec": { "image": "registry.k8s.io/pause:3.10", "podAnnotations": { "written": "by reloader" } },
+    }))
+    .unwrap();
+    let created = annotated.create(&PostParams::default(), &object).await.unwrap();
+    assert_eq!(created.data["spec"]["podAnnotations"]["written"], "by reloader");
+}
+
 #[tokio::test]
 async fn kube_apiserver_restarts_on_the_same_port_and_data() {
     // A plane of its own: stopping the shared one would break the tests running beside this one.

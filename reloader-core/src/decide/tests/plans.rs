@@ -216,3 +216,65 @@ fn sequential_updates_each_reload_once() {
         assert_eq!(replay, Err(SkipReason::AlreadyCurrent), "{name} {version}");
     }
 }
+
+/// docs/beyond-stakater.md §12: a declared kind whose operator copies an annotations map to its
+/// pods has no container and no references of its own; the reload annotations select it, and its
+/// marker is the annotation one whatever the configured strategy, naming no container.
+#[test]
+fn an_annotations_map_takes_annotation_markers_from_the_reload_annotations() {
+    use ReloadStrategy::{Annotations, EnvVars};
+    let keys = AnnotationKeys::default();
+    let new = cm("my-cm").with_hash(hash("v2"));
+    let matched = ResourceView { matched: true, ..new.clone() };
+    let explicit = || deployment("cluster").annotate(CM_RELOAD, "my-cm").annotations_map();
+    // (case, workload, configured strategy, planned strategy or why not)
+    let cases: Vec<(&str, TestWorkload, ReloadStrategy, Result<ReloadStrategy, SkipReason>)> = vec![
+        ("explicit, env-vars configured", explicit(), EnvVars, Ok(Annotations)),
+        ("explicit, annotations configured", explicit(), Annotations, Ok(Annotations)),
+        (
+            "auto: nothing to discover",
+            deployment("c").annotate(AUTO, "true").annotations_map(),
+            EnvVars,
+            Err(SkipReason::NotReferenced),
+        ),
+        ("no annotation", deployment("c").annotations_map(), EnvVars, Err(SkipReason::NotAnnotated)),
+        (
+            "already recorded",
+            marked(explicit(), &new, new.hash, ""),
+            EnvVars,
+            Err(SkipReason::AlreadyCurrent),
+        ),
+    ];
+    let search = deployment("c").annotate(SEARCH, "true").annotations_map();
+    let opts = DecideOptions { strategy: EnvVars, ..DecideOptions::default() };
+    let planned = plan(&search.view(), &matched, ResourceEventKind::Updated, &opts).map(|c| c.strategy);
+    assert_eq!(planned, Ok(Annotations), "search + match needs no reference in a pod spec");
+    assert_eq!(plan(&search.view(), &new, ResourceEventKind::Updated, &opts), Err(SkipReason::NotAnnotated));
+    for (name, workload, configured, want) in cases {
+        let opts = DecideOptions { strategy: configured, ..DecideOptions::default() };
+        let view = workload.view();
+        assert!(view.annotations_only && view.containers.is_empty(), "{name}");
+        let got = plan(&view, &new, ResourceEventKind::Updated, &opts);
+        assert_eq!(got.as_ref().map(|c| c.strategy).map_err(|r| *r), want, "{name}");
+        let Ok(change) = got else { continue };
+        // Written as the backend would: the annotation, with no container named.
+        let mut template = workload.template().clone();
+        assert!(
+            crate::markers::apply_to_template(&mut template, std::slice::from_ref(&change), &keys, 5),
+            "{name}"
+        );
+        let value = crate::markers::template_annotation(&template, LAST_RELOADED_FROM).unwrap();
+        assert!(value.contains(r#""containerRefs":[]"#), "{name}: {value}");
+        assert!(
+            crate::workload::checked_template(&workload, std::slice::from_ref(&change)).is_ok(),
+            "{name}"
+        );
+        let mut after = workload.clone();
+        after.deployment.spec.as_mut().unwrap().template = template;
+        assert_eq!(
+            plan(&after.view(), &new, ResourceEventKind::Updated, &opts),
+            Err(SkipReason::AlreadyCurrent),
+            "{name}"
+        );
+    }
+}

@@ -73,6 +73,12 @@ fn probe_object(kind: WorkloadKind) -> Value {
         WorkloadKind::DeploymentConfig => {
             json!({ "replicas": 0, "selector": labels, "template": template("Always", None) })
         }
+        // A declared kind: the template at its pointer, replicas 0 and a selector beside it.
+        WorkloadKind::Custom(custom) => {
+            let mut spec = json!({ "replicas": 0, "selector": selector });
+            put(&mut spec, &custom.target.pointer().as_str()["/spec".len()..], template("Always", None));
+            spec
+        }
     };
     json!({
         "apiVersion": kinds::info(kind).api_version(),
@@ -80,6 +86,15 @@ fn probe_object(kind: WorkloadKind) -> Value {
         "metadata": { "name": name, "annotations": { AUTO_ANNOTATION: "true" } },
         "spec": spec,
     })
+}
+
+/// Sets `value` at the JSON `pointer` under `object`, creating the objects on the way.
+fn put(object: &mut Value, pointer: &str, value: Value) {
+    let mut at = object;
+    for token in pointer.trim_start_matches('/').split('/') {
+        at = &mut at[token.replace("~1", "/").replace("~0", "~")];
+    }
+    *at = value;
 }
 
 /// The probe workloads of one namespace, with the state each had when last marked.
@@ -179,10 +194,8 @@ impl Probe {
     /// The pod template of a workload now (`None` when it is gone).
     pub async fn template(&self, kind: WorkloadKind) -> Result<Option<Value>, PlaneError> {
         let object = self.api(&resource(kind)).get_opt(&probe_name(kind)).await?;
-        Ok(object.map(|object| match kind {
-            WorkloadKind::CronJob => object.data["spec"]["jobTemplate"]["spec"]["template"].clone(),
-            _ => object.data["spec"]["template"].clone(),
-        }))
+        let pointer = kinds::info(kind).template_pointer;
+        Ok(object.map(|object| object.data.pointer(pointer).cloned().unwrap_or(Value::Null)))
     }
 
     /// The Events of this namespace about `kind`'s workload with `reason`.
@@ -264,9 +277,10 @@ impl Probe {
             return Ok(json!(owned));
         }
         let object = self.api(&resource(kind)).get_opt(&probe_name(kind)).await?;
+        let pointer = kinds::info(kind).template_pointer;
         Ok(object.map_or(
             Value::Null,
-            |object| json!({ "uid": object.metadata.uid, "template": object.data["spec"]["template"] }),
+            |object| json!({ "uid": object.metadata.uid, "template": object.data.pointer(pointer) }),
         ))
     }
 

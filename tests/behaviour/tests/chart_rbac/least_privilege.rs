@@ -56,6 +56,24 @@ async fn least_privilege_argo_rollouts_and_openshift() {
     .await;
 }
 
+/// The rule of a kind declared in `reloader.customWorkloads` (an OpenKruise CloneSet).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn least_privilege_custom_workloads() {
+    let mut set = ValuesSet::new("customWorkloads=[CloneSet]", Scope::Global, |_| {
+        json!({ "reloader": { "customWorkloads": [{
+            "group": "apps.kruise.io", "version": "v1alpha1", "kind": "CloneSet",
+            "resource": "clonesets", "template": "/spec/template",
+        }] } })
+    });
+    set.kinds = reloader_core::custom_kind::declare(&[
+        "group=apps.kruise.io,version=v1alpha1,kind=CloneSet,resource=clonesets,template=/spec/template"
+            .into(),
+    ])
+    .expect("a valid declaration");
+    set.crds = &[Crd::OpenKruiseCloneSet];
+    least_privilege(set, |removal| removal.summary.contains("clonesets")).await;
+}
+
 /// Runs the release once with all its rules (it must complete) and once per cut of the
 /// `selected` rules (each must fall short), a few namespaced runs at a time.
 async fn least_privilege(set: ValuesSet, selected: fn(&RuleRemoval) -> bool) {

@@ -19,7 +19,8 @@ struct Args {
     /// Number of fake nodes KWOK keeps Ready.
     #[arg(long, default_value_t = 3)]
     nodes: usize,
-    /// Do not install the Argo Rollouts, DeploymentConfig and SecretProviderClass CRDs.
+    /// Do not install the CRDs (`Crd::ALL`: Argo Rollouts, DeploymentConfig, SecretProviderClass,
+    /// CloneSet, ScaledJob and the made-up workload kinds).
     #[arg(long)]
     no_crds: bool,
     /// Also run a real node (containerd, runc, kubelet) where pods really run, instead of the
