@@ -88,6 +88,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "DECLARATION")]
     pub custom_workload: Vec<String>,
 
+    /// Evict the pods of workloads annotated reloader.dev/restart=evict after reloading them
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true, value_name = "BOOL",
+          default_value_t = false, default_missing_value = "true", value_parser = go_bool)]
+    pub restart_by_eviction: bool,
+
     /// Watch exactly these namespaces
     #[arg(long, value_name = "LIST")]
     pub namespaces: Vec<String>,
@@ -295,6 +300,7 @@ impl From<RunArgs> for RawOptions {
             resources_to_ignore,
             ignored_workload_types,
             custom_workload,
+            restart_by_eviction,
             namespaces,
             namespaces_to_ignore,
             namespace_selector,

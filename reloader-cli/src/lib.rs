@@ -20,6 +20,7 @@ pub(crate) mod notify;
 pub mod observe;
 mod rbac;
 mod reconcile;
+mod restarts;
 pub mod run;
 mod scope;
 mod sources;

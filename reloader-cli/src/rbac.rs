@@ -66,11 +66,17 @@ pub(crate) struct KubeAccessReview(pub(crate) Client);
 #[async_trait]
 impl AccessReview for KubeAccessReview {
     async fn allows(&self, permission: Permission, namespace: Option<&str>) -> Result<bool, kube::Error> {
+        // `pods/eviction`: a subresource, as RBAC rules name it.
+        let (resource, subresource) = match permission.resource.split_once('/') {
+            Some((resource, subresource)) => (resource, Some(subresource.to_owned())),
+            None => (permission.resource, None),
+        };
         let review = SelfSubjectAccessReview {
             spec: SelfSubjectAccessReviewSpec {
                 resource_attributes: Some(ResourceAttributes {
                     group: Some(permission.group.to_owned()),
-                    resource: Some(permission.resource.to_owned()),
+                    resource: Some(resource.to_owned()),
+                    subresource,
                     verb: Some(permission.verb.to_owned()),
                     namespace: namespace.map(str::to_owned),
                     ..ResourceAttributes::default()
@@ -225,6 +231,12 @@ pub(crate) fn required(options: &Options, kinds: &EnabledKinds, csi: bool) -> Ve
     // A CronJob reloads by creating a Job, even when Jobs themselves are not watched.
     if writes && kinds.contains(WorkloadKind::CronJob) && !kinds.contains(WorkloadKind::Job) {
         need("batch", "jobs", "create", Purpose::Write, &watched);
+    }
+    // Restarts by eviction (docs/beyond-stakater.md §13): each opted-in workload's pods are
+    // listed, and evicted.
+    if writes && options.restart_by_eviction {
+        need("", "pods", "list", Purpose::Write, &watched);
+        need("", "pods/eviction", "create", Purpose::Write, &watched);
     }
     // Core/v1 Events, as Stakater's recorder writes them: created, then patched when repeated.
     for verb in ["create", "patch"] {

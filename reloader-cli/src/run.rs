@@ -27,6 +27,7 @@ use crate::reconcile::catch_up::{CatchUp, CatchUpConfig};
 use crate::reconcile::pause::PauseTimers;
 use crate::reconcile::standby::{REPLAY_WINDOW, StandbyChanges};
 use crate::reconcile::{NoWrites, ReconcileConfig, Reconciler, ResourceNotifier, WorkQueue};
+use crate::restarts::{Evictor, KubeRestartApi, Restarts, unix_now};
 use crate::scope::ScopeFilter;
 use crate::sources::{self, SourcesConfig};
 use crate::supervise::Supervisor;
@@ -241,6 +242,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
 
     // Reconcile: every watch event goes through it.
     let pauses = PauseTimers::default();
+    let restarts = Restarts::default();
     let standby = Arc::new(StandbyChanges::new(REPLAY_WINDOW));
     let reconciler = Arc::new(Reconciler {
         config: ReconcileConfig::new(&options),
@@ -250,8 +252,9 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         metrics: metrics.reconcile(),
         queue: queue.clone(),
         notifier: boxed_notifier(),
-        events,
+        events: events.clone(),
         pauses: pauses.clone(),
+        restarts: restarts.clone(),
         standby: standby.clone(),
     });
 
@@ -288,6 +291,31 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
                 Ok(())
             }
         });
+    }
+
+    // Restarts by eviction (docs/beyond-stakater.md §13), on whichever replica leads; never in
+    // webhook or dry-run mode, which write nothing.
+    if options.restart_by_eviction {
+        if notifier.is_some() || options.dry_run {
+            warn!(
+                "--restart-by-eviction: no pod is evicted with --webhook-url or --dry-run (nothing is written)"
+            );
+        } else {
+            let evictor = Evictor {
+                restarts,
+                index: index.clone(),
+                api: Arc::new(KubeRestartApi { client: client.clone() }),
+                events: events.clone(),
+                metrics: metrics.evictions(),
+                keys: options.keys.clone(),
+                clock: unix_now,
+            };
+            let leader = leadership.subscribe();
+            supervisor.spawn("evictor", async move {
+                evictor.run(leader).await;
+                Ok(())
+            });
+        }
     }
 
     // Ready once every watch listed; a sweep on each promotion.

@@ -31,6 +31,7 @@ use crate::decide::{
 };
 use crate::keys::{KeySelection, filter_annotation, key_selection, marker_hash, parse_key_filter};
 use crate::model::{ContainerRef, ContentHash, RefVia, ResourceKey, ResourceKind};
+use crate::restart::{EvictionPolicy, PolicyError};
 use crate::views::{ResourceView, WorkloadView};
 use crate::workload::Workload;
 
@@ -50,6 +51,8 @@ pub struct ExplainSettings {
     /// The admission webhook with a coalescing window: a release that changes the template and
     /// a resource together rolls once (docs/beyond-stakater.md §11).
     pub one_rollout_per_release: bool,
+    /// `--restart-by-eviction` (docs/beyond-stakater.md §13).
+    pub restart_by_eviction: bool,
     pub scope: Scope,
 }
 
@@ -76,6 +79,8 @@ pub struct ExplainInput<'a> {
     /// these; a resource the workload names but that is missing here is reported as missing.
     pub resources: &'a [ResourceView],
     pub settings: &'a ExplainSettings,
+    /// The workload's restart-by-eviction annotations, read ([`EvictionPolicy::of`]).
+    pub eviction: &'a Result<Option<EvictionPolicy>, PolicyError>,
 }
 
 /// The init container names of a workload's pod template, for [`ExplainInput::init_containers`].
@@ -84,6 +89,26 @@ pub fn init_container_names(workload: &dyn Workload) -> Vec<Box<str>> {
     spec.and_then(|s| s.init_containers.as_ref())
         .map(|inits| inits.iter().map(|c| c.name.as_str().into()).collect())
         .unwrap_or_default()
+}
+
+/// How the workload restarts after a reload, when it asked for more than the marker.
+fn restart_summary(eviction: &Result<Option<EvictionPolicy>, PolicyError>, enabled: bool) -> Option<String> {
+    match eviction {
+        Ok(None) => None,
+        Err(problem) => Some(format!("not understood, only the marker is written: {problem}")),
+        Ok(Some(_)) if !enabled => Some(format!(
+            "{}: {} asks for eviction, but this controller runs without --restart-by-eviction: only the marker is written",
+            crate::restart::RESTART,
+            crate::restart::EVICT
+        )),
+        Ok(Some(policy)) => Some(format!(
+            "by eviction after the marker is written: the pods not running it yet, {} at a time, each replacement Ready within {}s ({}: {})",
+            policy.max_unavailable,
+            policy.ready_timeout.as_secs(),
+            crate::restart::RESTART,
+            crate::restart::EVICT
+        )),
+    }
 }
 
 /// Explains every resource `input.workload` uses, names, or matches.
@@ -110,6 +135,7 @@ pub fn explain(input: &ExplainInput<'_>) -> Explanation {
             init_containers: input.init_containers.iter().map(ToString::to_string).collect(),
             not_watched: settings.scope.workload.clone(),
             pause_period: view.pause_period.as_deref().map(str::to_owned),
+            restart: restart_summary(input.eviction, settings.restart_by_eviction),
             declared: view.key.kind.custom().map(|custom| DeclaredSummary {
                 api_version: custom.api_version(),
                 resource: custom.resource.to_string(),

@@ -15,6 +15,7 @@
 //!   [`json_patch`]: the RFC 6902 form of that write for kinds without strategic merge.
 //! - [`index`]: the state kept from watches, with the reverse index resource → workloads, and
 //!   [`event_plan`]: what one resource event does, worked out once from it.
+//! - [`restart`]: restart by eviction, the next step of a restart from what was read.
 //! - [`admission`]: the markers the admission webhook keeps on re-apply and stamps on create.
 //! - [`options`]: the settings of `reloader run` and their validation (the binary parses them).
 //! - [`selector`] and [`duration`]: label selectors and Go-style durations.
@@ -35,6 +36,7 @@ pub mod model;
 pub mod naming;
 pub mod options;
 pub(crate) mod references;
+pub mod restart;
 pub mod selector;
 pub mod skeleton;
 #[cfg(test)]

@@ -55,6 +55,8 @@ pub struct Options {
     pub ignored_workloads: BTreeSet<WorkloadKind>,
     /// The kinds declared with `--custom-workload`, in the order given.
     pub custom_kinds: Vec<WorkloadKind>,
+    /// `--restart-by-eviction`: workloads that opt in get their pods evicted after a reload.
+    pub restart_by_eviction: bool,
     pub namespace_scope: NamespaceScope,
     /// Applied server-side to the ConfigMap/Secret watches; `None` selects everything.
     pub resource_label_selector: Option<LabelSelector>,

@@ -75,6 +75,9 @@ pub struct WorkloadView {
     /// The "template" is a map of annotations the kind's operator copies to its pods (a
     /// declared kind's `annotations=`): it has no containers, its markers are annotations.
     pub annotations_only: bool,
+    /// The workload opted in to restart by eviction (`reloader.dev/restart`, any value: the
+    /// evictor reads and checks it, docs/beyond-stakater.md §13).
+    pub restart_by_eviction: bool,
 }
 
 /// The little a JSON patch of the template needs beyond container names and markers: which
@@ -190,6 +193,7 @@ pub fn build_view(parts: WorkloadParts<'_>, keys: &AnnotationKeys) -> WorkloadVi
         uid: meta.uid.as_deref().and_then(Uid::parse),
         shape: template.map(|t| TemplateShape::of(t, keys)).unwrap_or_default(),
         annotations_only,
+        restart_by_eviction: get(crate::restart::RESTART).is_some(),
     }
 }
 

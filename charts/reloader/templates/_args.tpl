@@ -67,6 +67,7 @@ binary's own default applies.
 {{- if $r.coalescePeriod }}{{ $args = append $args (printf "--coalesce-period=%s" (toString $r.coalescePeriod)) }}{{ end -}}
 {{- if not (kindIs "invalid" $r.maxWritesPerSecond) }}{{ $args = append $args (printf "--max-writes-per-second=%v" $r.maxWritesPerSecond) }}{{ end -}}
 {{- if $r.dryRun }}{{ $args = append $args "--dry-run" }}{{ end -}}
+{{- if $r.restartByEviction }}{{ $args = append $args "--restart-by-eviction=true" }}{{ end -}}
 {{- if not (kindIs "invalid" $r.ignoredSecretTypes) -}}
   {{- $types := include "reloader.csvList" $r.ignoredSecretTypes | fromJsonArray -}}
   {{- $args = append $args (printf "--ignored-secret-types=%s" (join "," $types)) -}}

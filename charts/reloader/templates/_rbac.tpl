@@ -59,6 +59,15 @@ Call with (dict "root" $ "cluster" true|false).
   resources: ["secretproviderclasspodstatuses", "secretproviderclasses"]
   verbs: ["get", "list", "watch"]
 {{- end }}
+{{- if and $r.restartByEviction (not $r.dryRun) (not $r.webhookUrl) }}
+{{- /* Restart by eviction: each opted-in workload's pods are listed, and evicted. */}}
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
+- apiGroups: [""]
+  resources: ["pods/eviction"]
+  verbs: ["create"]
+{{- end }}
 {{- /* Events are core/v1 Events, as Stakater records them (a repeat patches the first). */}}
 - apiGroups: [""]
   resources: ["events"]

@@ -18,6 +18,7 @@ use kube::{Client, Config, ResourceExt as _};
 use reloader_core::explain::{ExplainInput, ExplainSettings, Explanation, explain, init_container_names};
 use reloader_core::model::{ResourceKey, WorkloadKey, WorkloadKind};
 use reloader_core::options::{NamespaceScope, Options};
+use reloader_core::restart::EvictionPolicy;
 use reloader_core::views::ResourceView;
 use serde::de::DeserializeOwned;
 
@@ -178,7 +179,9 @@ pub async fn explain_workload(
         load(client, &key).await.map_err(|e| ExplainError::api(format!("reading {key}"), e))?.ok_or_else(
             || ExplainError::NotFound(format!("{} {} in namespace {}", key.kind, key.name, key.namespace)),
         )?;
-    let (view, init_containers) = loaded.with(|w| (w.view(keys), init_container_names(w)));
+    let (view, init_containers, eviction) = loaded.with(|w| {
+        (w.view(keys), init_container_names(w), EvictionPolicy::of(w.metadata().annotations.as_ref()))
+    });
     let namespace = &*key.namespace;
 
     let mut settings = ExplainSettings {
@@ -188,6 +191,7 @@ pub async fn explain_workload(
         dry_run: options.dry_run,
         webhook_only: options.webhook_url.is_some(),
         one_rollout_per_release: options.admission_webhook.is_some() && !options.coalesce_period.is_zero(),
+        restart_by_eviction: options.restart_by_eviction,
         scope: scope::of_settings(options, key.kind, namespace),
     };
     if settings.scope.workload.is_none()
@@ -264,6 +268,7 @@ pub async fn explain_workload(
         init_containers: &init_containers,
         resources: &resources,
         settings: &settings,
+        eviction: &eviction,
     }))
 }
 

@@ -48,6 +48,10 @@ pub(crate) enum EventReason {
     ReloadFail,
     /// A workload's reloader annotation cannot be understood (Warning).
     InvalidAnnotation,
+    /// Ours: a pod was evicted to restart it with the reload (Normal, docs/beyond-stakater.md §13).
+    PodEvicted,
+    /// Ours: a restart by eviction stopped, a replacement not Ready in time (Warning).
+    EvictionStopped,
 }
 
 impl EventReason {
@@ -56,13 +60,17 @@ impl EventReason {
             EventReason::Reloaded => "Reloaded",
             EventReason::ReloadFail => "ReloadFail",
             EventReason::InvalidAnnotation => "InvalidAnnotation",
+            EventReason::PodEvicted => "PodEvicted",
+            EventReason::EvictionStopped => "EvictionStopped",
         }
     }
 
     fn event_type(self) -> &'static str {
         match self {
-            EventReason::Reloaded => "Normal",
-            EventReason::ReloadFail | EventReason::InvalidAnnotation => "Warning",
+            EventReason::Reloaded | EventReason::PodEvicted => "Normal",
+            EventReason::ReloadFail | EventReason::InvalidAnnotation | EventReason::EvictionStopped => {
+                "Warning"
+            }
         }
     }
 }
@@ -162,6 +170,22 @@ impl WorkloadEvent {
     /// Ours: what is wrong with the workload's annotations.
     pub(crate) fn invalid_annotation(target: EventTarget, problems: String) -> Self {
         Self::new(target, EventReason::InvalidAnnotation, EventSource::Reloader, problems)
+    }
+
+    /// Ours: one pod of a restart by eviction evicted.
+    pub(crate) fn pod_evicted(target: EventTarget, pod: &str, evicted: u32) -> Self {
+        let message = format!("Evicted pod {pod} to restart it with the reload ({evicted} evicted so far)");
+        Self::new(target, EventReason::PodEvicted, EventSource::Reloader, message)
+    }
+
+    /// Ours: a restart by eviction stopped; nothing more is evicted until the markers change.
+    pub(crate) fn eviction_stopped(target: EventTarget, waited: std::time::Duration, evicted: u32) -> Self {
+        let message = format!(
+            "Restart by eviction stopped: a replacement pod was not Ready {}s after the last eviction \
+             ({evicted} evicted); no further evictions until the next change",
+            waited.as_secs()
+        );
+        Self::new(target, EventReason::EvictionStopped, EventSource::Reloader, message)
     }
 
     fn new(target: EventTarget, reason: EventReason, source: EventSource, message: String) -> Self {

@@ -32,6 +32,7 @@ use crate::executor::{Executor, Work};
 use crate::notify::events::{EventSink, EventTarget, WorkloadEvent};
 use crate::notify::webhook::{ResourceNotice, WebhookQueue};
 use crate::observe::metrics::{EventType, ProcessResult, ReconcileMetrics, SkipReason};
+use crate::restarts::Restarts;
 use crate::scope::ScopeFilter;
 use crate::state::{Phase, ResourceState, WorkloadState};
 
@@ -126,6 +127,8 @@ pub(crate) struct Reconciler {
     /// Where `InvalidAnnotation` Events go.
     pub(crate) events: Arc<dyn EventSink>,
     pub(crate) pauses: PauseTimers,
+    /// Marks the workloads whose restart by eviction may have work.
+    pub(crate) restarts: Restarts,
     /// Changes seen while not leading, for the promotion catch-up.
     pub(crate) standby: Arc<StandbyChanges>,
 }
@@ -227,6 +230,9 @@ impl WorkloadState for Reconciler {
             Phase::InitialList | Phase::Relist => index.upsert_workload(view),
         };
         let missed = index.missed_changes(&key, previous.as_ref(), &self.config.decide);
+        if let Some(now) = index.workload(&key) {
+            self.restarts.observe(now);
+        }
         // Report bad annotations once per change of the annotations, not on every status update.
         let rules_changed = previous.as_ref().is_none_or(|p| {
             index.workload(&key).is_none_or(|v| {
@@ -250,6 +256,7 @@ impl WorkloadState for Reconciler {
     fn workload_deleted(&self, key: &WorkloadKey) {
         self.index.write().expect("index lock").remove_workload(key);
         self.pauses.forget(key);
+        self.restarts.forget(key);
     }
 
     /// After a (re)list: workloads of `kind` in that scope the list did not return are gone.
@@ -264,6 +271,7 @@ impl WorkloadState for Reconciler {
         for key in gone {
             index.remove_workload(&key);
             self.pauses.forget(&key);
+            self.restarts.forget(&key);
         }
     }
 }

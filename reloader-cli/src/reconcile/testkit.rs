@@ -19,6 +19,7 @@ use super::{ReconcileConfig, Reconciler, WorkQueue};
 use crate::executor::Work;
 use crate::notify::events::{EventReason, EventSink, WorkloadEvent};
 use crate::observe::metrics::Metrics;
+use crate::restarts::Restarts;
 use crate::scope::ScopeFilter;
 
 /// Records what was queued: (workload name, "reload"/"resume"); `writing` names the workloads
@@ -128,6 +129,7 @@ pub(crate) fn stage(setup: &Setup, workloads: &[WorkloadView], resources: &[Reso
         notifier: None,
         events: events.clone(),
         pauses: PauseTimers::default(),
+        restarts: Restarts::default(),
         standby: Arc::new(StandbyChanges::new(REPLAY_WINDOW)),
     };
     Stage { reconciler, queue, events, metrics, _leader: tx }

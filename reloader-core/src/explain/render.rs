@@ -104,6 +104,9 @@ fn workload_section(explanation: &Explanation) -> Section {
         );
     }
     section.row("Containers", list_or(&w.containers, "none"));
+    if let Some(restart) = &w.restart {
+        section.row("Restart", restart.clone());
+    }
     if !w.init_containers.is_empty() {
         section.row("Init containers", w.init_containers.join(", "));
     }

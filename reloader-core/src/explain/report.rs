@@ -67,6 +67,9 @@ pub(crate) struct WorkloadSummary {
     pub(crate) init_containers: Vec<String>,
     pub(crate) not_watched: Option<String>,
     pub(crate) pause_period: Option<String>,
+    /// How it restarts, when it asked for more than the marker (restart by eviction).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) restart: Option<String>,
     /// A declared kind's `apiVersion` and pod template pointer (`--custom-workload`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) declared: Option<DeclaredSummary>,

@@ -16,7 +16,13 @@ fn explained_with(
 ) -> Explanation {
     let view = crate::workload::Workload::view(workload, &settings.keys);
     let init_containers = init_container_names(workload);
-    explain(&ExplainInput { workload: &view, init_containers: &init_containers, resources, settings })
+    explain(&ExplainInput {
+        workload: &view,
+        init_containers: &init_containers,
+        resources,
+        settings,
+        eviction: &Ok(None),
+    })
 }
 
 fn explained(workload: &TestWorkload, resources: &[ResourceView]) -> Explanation {
@@ -340,4 +346,68 @@ fn the_json_has_the_documented_shape() {
     assert_eq!(json["resources"][0]["references"][0]["via"], "env_from");
     assert_eq!(json["settings"]["strategy"], "env-vars");
     assert_eq!(json["workload"]["kind"], "Deployment");
+}
+
+/// docs/beyond-stakater.md §12 and §13: a declared kind's declaration, and how the workload
+/// restarts, are shown with the workload.
+#[test]
+fn the_declaration_and_the_restart_method_are_shown() {
+    let declared = crate::custom_kind::declare(&[
+        "group=apps.kruise.io,version=v1alpha1,kind=CloneSet,resource=clonesets,template=/spec/template"
+            .into(),
+        "group=example.com,version=v1,kind=Cluster,resource=clusters,annotations=/spec/podAnnotations".into(),
+    ])
+    .unwrap();
+    let explain_with =
+        |workload: &TestWorkload, eviction: &Result<Option<crate::restart::EvictionPolicy>, _>, on: bool| {
+            let settings = ExplainSettings { restart_by_eviction: on, ..ExplainSettings::default() };
+            let view = crate::workload::Workload::view(workload, &settings.keys);
+            let explanation = explain(&ExplainInput {
+                workload: &view,
+                init_containers: &[],
+                resources: &[],
+                settings: &settings,
+                eviction,
+            });
+            render_text(&explanation)
+        };
+    let clone_set = deployment("web").kind(declared[0]);
+    let text = explain_with(&clone_set, &Ok(None), false);
+    assert!(text.contains("CloneSet web in namespace"), "{text}");
+    assert!(text.contains("Declared kind:  apps.kruise.io/v1alpha1 clonesets, pod template at /spec/template (--custom-workload)"), "{text}");
+    assert!(!text.contains("Restart:"), "{text}");
+    let map = deployment("db").kind(declared[1]).annotations_map();
+    assert!(explain_with(&map, &Ok(None), false).contains("pod annotations map at /spec/podAnnotations"));
+
+    let policy = crate::restart::EvictionPolicy {
+        max_unavailable: 2,
+        ready_timeout: std::time::Duration::from_secs(90),
+    };
+    let text = explain_with(&clone_set, &Ok(Some(policy)), true);
+    assert!(
+        text.contains("Restart:") && text.contains("2 at a time") && text.contains("within 90s"),
+        "{text}"
+    );
+    let text = explain_with(&clone_set, &Ok(Some(policy)), false);
+    assert!(text.contains("without --restart-by-eviction: only the marker is written"), "{text}");
+    let problem = crate::restart::EvictionPolicy::of(Some(&std::collections::BTreeMap::from([(
+        crate::restart::RESTART.to_owned(),
+        "now".to_owned(),
+    )])));
+    let text = explain_with(&clone_set, &problem, true);
+    assert!(text.contains("not understood") && text.contains("\"now\""), "{text}");
+    // In JSON too.
+    let settings = ExplainSettings { restart_by_eviction: true, ..ExplainSettings::default() };
+    let view = crate::workload::Workload::view(&clone_set, &settings.keys);
+    let explanation = explain(&ExplainInput {
+        workload: &view,
+        init_containers: &[],
+        resources: &[],
+        settings: &settings,
+        eviction: &Ok(Some(policy)),
+    });
+    let json = serde_json::to_value(&explanation).unwrap();
+    assert_eq!(json["workload"]["declared"]["pointer"], "/spec/template");
+    assert_eq!(json["workload"]["declared"]["target"], "template");
+    assert!(json["workload"]["restart"].as_str().unwrap().contains("by eviction"));
 }

@@ -30,6 +30,7 @@ fn defaults() -> RawOptions {
         resources_to_ignore: vec![],
         ignored_workload_types: vec![],
         custom_workload: vec![],
+        restart_by_eviction: false,
         namespaces: vec![],
         namespaces_to_ignore: vec![],
         namespace_selector: vec![],

@@ -98,6 +98,7 @@ impl RawOptions {
             ignored_resources,
             ignored_workloads,
             custom_kinds,
+            restart_by_eviction: self.restart_by_eviction,
             namespace_scope,
             resource_label_selector,
             argo_rollouts,

@@ -62,6 +62,17 @@ fn rows() -> Vec<Row> {
     vec![
         row("default", json!({}), Some(no_webhook)),
         row("watchGlobally=false", json!({"reloader": {"watchGlobally": false}}), Some(namespaced_single)),
+        row("restartByEviction=true", json!({"reloader": {"restartByEviction": true}}), None),
+        row(
+            "restartByEviction=true, namespaced",
+            json!({"reloader": {"restartByEviction": true, "watchGlobally": false, "namespaces": ["a", "b"]}}),
+            Some(namespaced_ab),
+        ),
+        row(
+            "restartByEviction=true, dry run",
+            json!({"reloader": {"restartByEviction": true, "dryRun": true}}),
+            None,
+        ),
         row(
             "namespaces=[a,b]",
             json!({"reloader": {"watchGlobally": false, "namespaces": ["a", "b"]}}),
@@ -426,6 +437,9 @@ fn expected_args(values: &Value) -> Vec<String> {
     if on(&r["dryRun"]) {
         args.push("--dry-run".into());
     }
+    if on(&r["restartByEviction"]) {
+        args.push("--restart-by-eviction=true".into());
+    }
     if !r["ignoredSecretTypes"].is_null() {
         args.push(format!("--ignored-secret-types={}", csv(&r["ignoredSecretTypes"]).join(",")));
     }
@@ -493,6 +507,11 @@ fn expected_grants(values: &Value) -> BTreeSet<Grant> {
         if on(&r["enableCSIIntegration"]) {
             let csi = ["secretproviderclasspodstatuses", "secretproviderclasses"];
             grant(scope, "secrets-store.csi.x-k8s.io", &csi, &read);
+        }
+        // Restart by eviction lists the pods and evicts them; nothing when nothing is written.
+        if on(&r["restartByEviction"]) && !on(&r["dryRun"]) && text(&r["webhookUrl"]).is_empty() {
+            grant(scope, "", &["pods"], &["list"]);
+            grant(scope, "", &["pods/eviction"], &["create"]);
         }
         grant(scope, "", &["events"], &["create", "patch"]); // core/v1 Events, as Stakater
     }

@@ -232,10 +232,24 @@ fn truncated_messages_fit_the_limit_with_their_ellipsis() {
 
 #[test]
 fn reasons_have_their_labels() {
-    let labels: Vec<_> = [EventReason::Reloaded, EventReason::ReloadFail, EventReason::InvalidAnnotation]
-        .map(EventReason::as_label)
-        .into();
-    assert_eq!(labels, ["Reloaded", "ReloadFail", "InvalidAnnotation"]);
+    let reasons = [
+        EventReason::Reloaded,
+        EventReason::ReloadFail,
+        EventReason::InvalidAnnotation,
+        EventReason::PodEvicted,
+        EventReason::EvictionStopped,
+    ];
+    let labels: Vec<_> = reasons.map(|r| (r.as_label(), r.event_type())).into();
+    assert_eq!(
+        labels,
+        [
+            ("Reloaded", "Normal"),
+            ("ReloadFail", "Warning"),
+            ("InvalidAnnotation", "Warning"),
+            ("PodEvicted", "Normal"),
+            ("EvictionStopped", "Warning")
+        ]
+    );
     assert_eq!(EventSource::Reloader.as_label(), "reloader");
 }
 

@@ -20,12 +20,14 @@ use prometheus_client::registry::{Registry, Unit};
 
 use self::labels::{
     ActionLabels, AdmissionLabels, AdmissionRejectionLabels, BuildLabels, ChannelLabels, EventLabels,
-    EventOutcomeLabels, KindLabels, ProcessedEventLabels, ReasonLabels, RestLatencyLabels, RestRequestLabels,
-    ResultLabels, SuccessLabels, SuccessNamespaceLabels, TypeLabels, VerbatimCounter, WorkloadKindLabels,
+    EventOutcomeLabels, EvictionLabels, KindLabels, ProcessedEventLabels, ReasonLabels, RestLatencyLabels,
+    RestRequestLabels, RestartOutcomeLabels, ResultLabels, SuccessLabels, SuccessNamespaceLabels, TypeLabels,
+    VerbatimCounter, WorkloadKindLabels,
 };
 
 mod admission;
 mod counters;
+mod evictions;
 mod index;
 mod labels;
 mod leader;
@@ -39,6 +41,7 @@ mod writes;
 
 pub(crate) use self::admission::AdmissionMetrics;
 use self::counters::{ErrorCounters, EventsReceived, SkipCounters};
+pub(crate) use self::evictions::EvictionMetrics;
 pub(crate) use self::index::IndexSizes;
 use self::index::IndexSizesCollector;
 pub(crate) use self::leader::LeaderMetrics;
@@ -47,7 +50,8 @@ pub(crate) use self::reconcile::ReconcileMetrics;
 pub(crate) use self::rest_client::{RestClientMetricsLayer, RestClientStats};
 pub(crate) use self::values::{
     ActionResult, AdmissionOperation, AdmissionOutcome, AdmissionRejection, ErrorType, EventType,
-    NotificationChannel, ProcessResult, ResourceType, SkipReason, SpanDropReason,
+    EvictionResult, NotificationChannel, ProcessResult, ResourceType, RestartOutcome, SkipReason,
+    SpanDropReason,
 };
 pub(crate) use self::watches::WatchMetrics;
 pub(crate) use self::writes::WriteMetrics;
@@ -90,6 +94,7 @@ pub(crate) struct Metrics {
     leader: LeaderMetrics,
     notify: NotifyMetrics,
     admission: AdmissionMetrics,
+    evictions: EvictionMetrics,
     rest_client: RestClientStats,
     index_sizes: IndexSizesCollector,
 }
@@ -274,6 +279,18 @@ impl Metrics {
             "Requests to the admission webhook answered with an HTTP error, by reason (malformed, too_large, wrong_kind)",
             admission_rejected.clone(),
         );
+        let evictions = Family::<EvictionLabels, Counter>::default();
+        registry.register(
+            "reloader_evictions",
+            "Pod evictions of restarts by eviction, by result (evicted, blocked by a disruption budget, failed)",
+            evictions.clone(),
+        );
+        let eviction_restarts = Family::<RestartOutcomeLabels, Counter>::default();
+        registry.register(
+            "reloader_eviction_restarts",
+            "Restarts by eviction that ended, by outcome (done, stopped: a replacement not Ready in time)",
+            eviction_restarts.clone(),
+        );
         let rest_requests = Family::<RestRequestLabels, Counter>::default();
         registry.register(
             "rest_client_requests",
@@ -338,6 +355,7 @@ impl Metrics {
                 duration: admission_duration,
                 rejected: admission_rejected,
             },
+            evictions: EvictionMetrics { evictions, restarts: eviction_restarts },
             rest_client: RestClientStats { requests: rest_requests, latency: rest_latency },
             index_sizes,
         })
@@ -372,6 +390,10 @@ impl Metrics {
 
     pub(crate) fn admission(&self) -> AdmissionMetrics {
         self.admission.clone()
+    }
+
+    pub(crate) fn evictions(&self) -> EvictionMetrics {
+        self.evictions.clone()
     }
 
     pub(crate) fn rest_client(&self) -> RestClientStats {

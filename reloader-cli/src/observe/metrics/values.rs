@@ -563,3 +563,43 @@ impl SpanDropReason {
         }
     }
 }
+
+/// `reloader_evictions_total{result}`: one eviction of a restart by eviction
+/// (docs/beyond-stakater.md §13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum EvictionResult {
+    /// The pod was evicted.
+    Evicted,
+    /// A PodDisruptionBudget refused it (429); tried again later.
+    Blocked,
+    /// Any other failure; tried again later.
+    Failed,
+}
+
+impl EvictionResult {
+    pub(crate) fn as_label(self) -> &'static str {
+        match self {
+            EvictionResult::Evicted => "evicted",
+            EvictionResult::Blocked => "blocked",
+            EvictionResult::Failed => "failed",
+        }
+    }
+}
+
+/// `reloader_eviction_restarts_total{outcome}`: how a restart by eviction ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum RestartOutcome {
+    /// Every pod runs the reload and is Ready.
+    Done,
+    /// A replacement was not Ready in time.
+    Stopped,
+}
+
+impl RestartOutcome {
+    pub(crate) fn as_label(self) -> &'static str {
+        match self {
+            RestartOutcome::Done => "done",
+            RestartOutcome::Stopped => "stopped",
+        }
+    }
+}
