@@ -2,7 +2,7 @@
 //! feeding the reconciler, the executor writing, the pause timers, the catch-up on promotion and
 //! the admission webhook, every task owned by the supervisor; then an orderly shutdown.
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
@@ -309,6 +309,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
                 metrics: metrics.evictions(),
                 keys: options.keys.clone(),
                 clock: unix_now,
+                failing: Mutex::default(),
             };
             let leader = leadership.subscribe();
             supervisor.spawn("evictor", async move {

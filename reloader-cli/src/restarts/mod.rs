@@ -27,7 +27,7 @@ use reloader_core::restart::{
 };
 use reloader_core::views::WorkloadView;
 use tokio::sync::{Notify, watch};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 pub(crate) use self::api::{KubeRestartApi, RestartApi};
 use crate::notify::events::{EventSink, EventTarget, WorkloadEvent};
@@ -92,6 +92,15 @@ pub(crate) struct Evictor {
     pub(crate) metrics: EvictionMetrics,
     pub(crate) keys: AnnotationKeys,
     pub(crate) clock: fn() -> i64,
+    /// The workloads whose last step failed, and how: said once, until a step succeeds.
+    pub(crate) failing: Mutex<BTreeMap<WorkloadKey, Failure>>,
+}
+
+/// What failed in a step, so that a failure that repeats every tick is said once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Failure {
+    Read,
+    Evict,
 }
 
 impl Evictor {
@@ -132,7 +141,11 @@ impl Evictor {
             Ok(Some(read)) => read,
             Ok(None) => return false,
             Err(error) => {
-                warn!(workload = %key, %error, "restart by eviction: reading the workload failed; trying again");
+                if self.first_failure(key, Failure::Read) {
+                    warn!(workload = %key, %error, "restart by eviction: reading the workload failed; trying again");
+                } else {
+                    debug!(workload = %key, %error, "restart by eviction: reading the workload failed again");
+                }
                 return true;
             }
         };
@@ -156,7 +169,7 @@ impl Evictor {
             || EventTarget { key: key.clone(), uid: Some(read.uid.clone()), resource_version: None };
         match next_step(policy, recorded.as_ref(), &digest, &pods, read.desired, now) {
             Step::Evict { pods } => {
-                let mut evicted = 0;
+                let (mut evicted, mut failed) = (0, false);
                 for pod in &pods {
                     match self.api.evict(&key.namespace, pod).await {
                         Ok(()) => {
@@ -179,9 +192,17 @@ impl Evictor {
                         Err(kube::Error::Api(status)) if status.code == 404 => {}
                         Err(error) => {
                             self.metrics.eviction(EvictionResult::Failed);
-                            warn!(workload = %key, pod = %pod, %error, "restart by eviction: evicting failed; trying again");
+                            failed = true;
+                            if self.first_failure(key, Failure::Evict) {
+                                warn!(workload = %key, pod = %pod, %error, "restart by eviction: evicting failed; trying again");
+                            } else {
+                                debug!(workload = %key, pod = %pod, %error, "restart by eviction: evicting failed again");
+                            }
                         }
                     }
+                }
+                if !failed {
+                    self.failing.lock().expect("restarts lock").remove(key);
                 }
                 if evicted > 0 {
                     let progress = Progress::after_evictions(recorded.as_ref(), &digest, evicted, now);
@@ -210,6 +231,11 @@ impl Evictor {
             }
             Step::Stopped => false,
         }
+    }
+
+    /// Whether `failure` is new for `key` (to be said), rather than a repeat.
+    fn first_failure(&self, key: &WorkloadKey, failure: Failure) -> bool {
+        self.failing.lock().expect("restarts lock").insert(key.clone(), failure) != Some(failure)
     }
 
     async fn record(&self, key: &WorkloadKey, progress: &Progress) {

@@ -120,6 +120,7 @@ fn evictor(api: Arc<Scripted>, events: Arc<Events>, metrics: &Metrics, now: fn()
         metrics: metrics.evictions(),
         keys: AnnotationKeys::default(),
         clock: now,
+        failing: Mutex::default(),
     }
 }
 

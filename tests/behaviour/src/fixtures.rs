@@ -24,6 +24,9 @@
 
 use std::fmt;
 
+use kube::core::ApiResource;
+use reloader_harness::Crd;
+
 mod admission;
 mod env;
 mod observe;
@@ -47,8 +50,8 @@ pub use rollout::wait_rolled_out;
 pub use setup::{
     ANNOTATION_AUTO, ANNOTATION_CONFIGMAP_AUTO, ANNOTATION_CONFIGMAP_EXCLUDE, ANNOTATION_CONFIGMAP_RELOAD,
     ANNOTATION_IGNORE, ANNOTATION_LAST_RELOADED_FROM, ANNOTATION_MATCH, ANNOTATION_SEARCH,
-    ANNOTATION_SECRET_AUTO, ANNOTATION_SECRET_EXCLUDE, ANNOTATION_SECRET_RELOAD, event_occurrences,
-    events_for, install_all_crds, negative_wait, reloader_for,
+    ANNOTATION_SECRET_AUTO, ANNOTATION_SECRET_EXCLUDE, ANNOTATION_SECRET_RELOAD, declare_kinds,
+    event_occurrences, events_for, install_all_crds, negative_wait, reloader_for,
 };
 pub use table::{Case, Change, DELETE_MARKER_HASH, MAIN, Outcome, Phase};
 pub use table_run::{Table, TableRun};
@@ -66,6 +69,41 @@ pub enum Kind {
     DeploymentConfig,
     CronJob,
     Job,
+    /// OpenKruise's `apps.kruise.io/v1alpha1` CloneSet: reloader knows it only when declared
+    /// (see [`Kind::declared`]).
+    CloneSet,
+    /// KEDA's `keda.sh/v1alpha1` ScaledJob, declared; its pod template is its Job's.
+    ScaledJob,
+    /// The made-up `example.reloader.dev/v1` DeepWorkload, declared; its pod template sits three
+    /// levels under `spec`.
+    DeepWorkload,
+}
+
+/// How reloader is told about a kind it has no code for: `--custom-workload`, naming the kind's
+/// API and where its objects keep their pod template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Declared {
+    /// The CRD serving the kind (one kind per set).
+    pub crd: Crd,
+    /// The JSON pointer to the pod template in an object of the kind.
+    pub template: &'static str,
+}
+
+impl Declared {
+    /// The kind's group, version, kind and plural, as its CRD serves them.
+    pub fn api_resource(&self) -> ApiResource {
+        let [resource] = <[_; 1]>::try_from(self.crd.api_resources()).expect("one kind per declared CRD");
+        resource
+    }
+
+    /// `--custom-workload=group=…,version=…,kind=…,resource=…,template=…`.
+    pub fn flag(&self) -> String {
+        let resource = self.api_resource();
+        format!(
+            "--custom-workload=group={},version={},kind={},resource={},template={}",
+            resource.group, resource.version, resource.kind, resource.plural, self.template
+        )
+    }
 }
 
 impl Kind {
@@ -83,6 +121,10 @@ impl Kind {
     pub const ROLLING: [Kind; 5] =
         [Kind::Deployment, Kind::DaemonSet, Kind::StatefulSet, Kind::Rollout, Kind::DeploymentConfig];
 
+    /// The kinds reloader rolls only when declared (docs/behaviour.md §I); not in [`Kind::ALL`], so
+    /// the tables of the other sections keep their size.
+    pub const DECLARED: [Kind; 3] = [Kind::CloneSet, Kind::ScaledJob, Kind::DeepWorkload];
+
     /// A short lowercase tag, handy in object names (`deploy`, `ds`, ...).
     pub fn short(self) -> &'static str {
         match self {
@@ -93,6 +135,9 @@ impl Kind {
             Kind::DeploymentConfig => "dc",
             Kind::CronJob => "cj",
             Kind::Job => "job",
+            Kind::CloneSet => "cs",
+            Kind::ScaledJob => "sj",
+            Kind::DeepWorkload => "deep",
         }
     }
 
@@ -106,7 +151,21 @@ impl Kind {
             Kind::DeploymentConfig => "DeploymentConfig",
             Kind::CronJob => "CronJob",
             Kind::Job => "Job",
+            Kind::CloneSet => "CloneSet",
+            Kind::ScaledJob => "ScaledJob",
+            Kind::DeepWorkload => "DeepWorkload",
         }
+    }
+
+    /// How a declared kind is declared; `None` for the kinds reloader knows by itself.
+    pub fn declared(self) -> Option<Declared> {
+        let (crd, template) = match self {
+            Kind::CloneSet => (Crd::OpenKruiseCloneSet, "/spec/template"),
+            Kind::ScaledJob => (Crd::KedaScaledJob, "/spec/jobTargetRef/template"),
+            Kind::DeepWorkload => (Crd::DeepWorkload, "/spec/runtime/workers/podTemplate"),
+            _ => return None,
+        };
+        Some(Declared { crd, template })
     }
 }
 
@@ -154,8 +213,24 @@ mod tests {
     fn rolling_kinds_are_the_five_with_their_own_template() {
         assert_eq!(Kind::ROLLING.len(), 5);
         assert!(!Kind::ROLLING.contains(&Kind::CronJob) && !Kind::ROLLING.contains(&Kind::Job));
-        let shorts: std::collections::BTreeSet<_> = Kind::ALL.iter().map(|kind| kind.short()).collect();
-        assert_eq!(shorts.len(), Kind::ALL.len(), "short tags are unique");
+        let every = Kind::ALL.iter().chain(&Kind::DECLARED);
+        let shorts: std::collections::BTreeSet<_> = every.map(|kind| kind.short()).collect();
+        assert_eq!(shorts.len(), Kind::ALL.len() + Kind::DECLARED.len(), "short tags are unique");
+    }
+
+    #[test]
+    fn declared_kinds_are_their_crds_kinds_and_only_they_are_declared() {
+        for kind in Kind::DECLARED {
+            let declared = kind.declared().unwrap_or_else(|| panic!("{kind} has a declaration"));
+            assert_eq!(declared.api_resource().kind, kind.as_str());
+            assert!(!Kind::ALL.contains(&kind), "{kind} would make the other tables bigger");
+        }
+        assert!(Kind::ALL.iter().all(|kind| kind.declared().is_none()));
+        assert_eq!(
+            Kind::DeepWorkload.declared().unwrap().flag(),
+            "--custom-workload=group=example.reloader.dev,version=v1,kind=DeepWorkload,\
+             resource=deepworkloads,template=/spec/runtime/workers/podTemplate"
+        );
     }
 
     #[test]

@@ -151,6 +151,38 @@ impl Probe {
         &self.namespace
     }
 
+    /// Makes the StatefulSet probe a restart-by-eviction one (docs/beyond-stakater.md §13): one
+    /// running pod, `OnDelete`, `reloader.dev/restart: evict`, so each reload evicts its pod.
+    /// Waits until the pod runs (Ready), so the first reload has a pod to evict.
+    pub async fn opt_in_eviction(&mut self) -> Result<(), PlaneError> {
+        let kind = WorkloadKind::StatefulSet;
+        let patch = json!({
+            "metadata": { "annotations": { "reloader.dev/restart": "evict" } },
+            "spec": { "replicas": 1, "updateStrategy": { "type": "OnDelete", "rollingUpdate": null } },
+        });
+        self.api(&resource(kind))
+            .patch(&probe_name(kind), &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        let pods: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(self.client.clone(), &self.namespace);
+        let selector = format!("app={}", probe_name(kind));
+        reloader_harness::wait_until(
+            "the evicting probe's pod to be Ready",
+            std::time::Duration::from_secs(60),
+            || async {
+                let listed = pods.list(&ListParams::default().labels(&selector)).await?;
+                let ready = listed.items.iter().any(|pod| {
+                    pod.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|conditions| {
+                        conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                    })
+                });
+                if ready { Ok(()) } else { Err(reloader_harness::NotYet("no Ready pod yet".into())) }
+            },
+        )
+        .await?;
+        self.mark().await
+    }
+
     pub fn kinds(&self) -> Vec<WorkloadKind> {
         self.marked.keys().copied().collect()
     }

@@ -74,6 +74,20 @@ async fn least_privilege_custom_workloads() {
     least_privilege(set, |removal| removal.summary.contains("clonesets")).await;
 }
 
+/// The pod rules of `restartByEviction`: each reload of the (OnDelete) StatefulSet probe lists
+/// its pods and evicts the one that does not run the reload yet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn least_privilege_restart_by_eviction() {
+    let mut set = ValuesSet::new(
+        "restartByEviction=true",
+        Scope::Global,
+        |_| json!({ "reloader": { "restartByEviction": true } }),
+    );
+    set.kinds = vec![WorkloadKind::StatefulSet];
+    set.evicting = true;
+    least_privilege(set, |removal| removal.summary.contains("pods")).await;
+}
+
 /// Runs the release once with all its rules (it must complete) and once per cut of the
 /// `selected` rules (each must fall short), a few namespaced runs at a time.
 async fn least_privilege(set: ValuesSet, selected: fn(&RuleRemoval) -> bool) {
@@ -139,6 +153,9 @@ async fn trial(
     });
     let mut probe =
         Probe::create(&client, namespace.name(), &set.kinds).await.expect("creating probe workloads");
+    if set.evicting {
+        probe.opt_in_eviction().await.expect("opting the StatefulSet probe in to eviction");
+    }
 
     let _isolation = isolate(set.scope).await;
     let mut installation =

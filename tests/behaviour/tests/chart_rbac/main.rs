@@ -161,11 +161,21 @@ struct ValuesSet {
     kinds: Vec<WorkloadKind>,
     crds: &'static [Crd],
     secrets: Secrets,
+    /// The StatefulSet probe restarts by eviction ([`Probe::opt_in_eviction`]).
+    evicting: bool,
 }
 
 impl ValuesSet {
     fn new(name: &'static str, scope: Scope, values: fn(&[&str]) -> Value) -> Self {
-        Self { name, scope, values, kinds: built_in_kinds(), crds: &[], secrets: Secrets::Watched }
+        Self {
+            name,
+            scope,
+            values,
+            kinds: built_in_kinds(),
+            crds: &[],
+            secrets: Secrets::Watched,
+            evicting: false,
+        }
     }
 }
 

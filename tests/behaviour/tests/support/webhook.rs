@@ -1,10 +1,12 @@
-//! The admission webhook's test plumbing, shared by tests/admission.rs and tests/one_rollout.rs:
-//! certificates for 127.0.0.1, the reloader command line, and a MutatingWebhookConfiguration
-//! that is deleted when dropped.
+//! The admission webhook's test plumbing, shared by tests/admission.rs, tests/one_rollout.rs and
+//! tests/kinds/declared.rs: certificates for 127.0.0.1, the reloader command line, and a
+//! MutatingWebhookConfiguration that is deleted when dropped.
 
 use base64::Engine as _;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DeleteParams, PostParams};
+use kube::core::ApiResource;
 use kube::{Client, Config};
 use reloader_harness::{ControlPlane, NotYet, Reloader};
 use reloader_tests::fixtures_extra::WebhookCertificates;
@@ -51,6 +53,17 @@ pub struct Registration {
 impl Registration {
     /// Sends CREATE and UPDATE of Deployments in `namespace` (only) to `https://127.0.0.1:<port>/mutate`.
     pub async fn create(plane: &ControlPlane, namespace: &str, port: u16, ca_pem: &str) -> Registration {
+        Self::create_for(plane, namespace, port, ca_pem, &ApiResource::erase::<Deployment>(&())).await
+    }
+
+    /// [`Registration::create`] for the objects of `resource` instead (a declared kind's).
+    pub async fn create_for(
+        plane: &ControlPlane,
+        namespace: &str,
+        port: u16,
+        ca_pem: &str,
+        resource: &ApiResource,
+    ) -> Registration {
         let name = format!("reloader-{namespace}");
         let configuration: MutatingWebhookConfiguration = serde_json::from_value(json!({
             "metadata": {"name": name},
@@ -66,7 +79,8 @@ impl Registration {
                     "caBundle": base64::engine::general_purpose::STANDARD.encode(ca_pem),
                 },
                 "rules": [{
-                    "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"],
+                    "apiGroups": [resource.group], "apiVersions": [resource.version],
+                    "resources": [resource.plural],
                     "operations": ["CREATE", "UPDATE"], "scope": "Namespaced",
                 }],
                 "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},

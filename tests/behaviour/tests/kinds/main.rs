@@ -1,5 +1,16 @@
 //! docs/behaviour.md §C: how each workload kind is reloaded (CronJob, Job, Argo Rollout, OpenShift
-//! DeploymentConfig) and `--ignored-workload-types`, against the real binary.
+//! DeploymentConfig) and `--ignored-workload-types`, against the real binary; and §I, the kinds a
+//! user declares ([`declared`]).
+
+#[path = "../support/explain.rs"]
+#[allow(dead_code)]
+mod explain_support;
+#[path = "../support/webhook.rs"]
+#[allow(dead_code)]
+mod webhook;
+
+/// Declared kinds (`--custom-workload`), docs/behaviour.md §I.
+mod declared;
 
 use std::future::Future;
 use std::time::{Duration, Instant};
