@@ -1,4 +1,4 @@
-//! Declared kinds (`--custom-workload`), docs/behaviour.md §I (I60–I68), on the real control plane
+//! Declared kinds (`--custom-workload`), docs/behaviour.md §I (I60–I69), on the real control plane
 //! with the real binary: OpenKruise's CloneSet and KEDA's ScaledJob (their upstream CRDs) and the
 //! made-up DeepWorkload, whose pod template sits at `/spec/runtime/workers/podTemplate`. No
 //! controller runs them: a reload is the template written once at the declared pointer.
@@ -7,7 +7,8 @@
 //! - I61: the write changes the template at the pointer and nothing else, key filters included;
 //! - I62–I64: Events and metrics, `--dry-run`, the start-up catch-up;
 //! - I65: a CRD installed after start is watched without a restart, `/readyz` saying what waits;
-//! - I66: declarations start-up refuses; I67: `reloader explain`; I68: the admission webhook.
+//! - I66: declarations start-up refuses; I67: `reloader explain`; I68: the admission webhook;
+//! - I69: a kind whose operator propagates an annotations map.
 //!
 //! Build the binary first: `cargo build -p reloader-cli`.
 
@@ -887,4 +888,87 @@ async fn i68_a_reapplied_declared_kind_keeps_its_marker_through_the_webhook() {
     let dropped = web.observe(client).await.unwrap();
     assert_eq!(dropped.marker(&config, Strategy::EnvVars), None, "the re-apply dropped the marker");
     assert_eq!(dropped.generation, reloaded.generation.map(|generation| generation + 1));
+}
+
+/// The declaration of the made-up AnnotatedWorkload: its operator copies `spec.podAnnotations`
+/// to its pods, and holds no pod template.
+const ANNOTATED: &str = "--custom-workload=group=example.reloader.dev,version=v1,kind=AnnotatedWorkload,\
+                         resource=annotatedworkloads,annotations=/spec/podAnnotations";
+
+/// I69: a kind declared with `annotations=` (docs/beyond-stakater.md §12): the marker is the
+/// `last-reloaded-from` annotation written into the map, under the env-vars strategy too, and
+/// nothing else of the object changes; the explicit annotation and search + match select its
+/// resources; `auto` selects nothing (no pod spec to discover references in).
+#[tokio::test]
+async fn i69_an_annotations_map_gets_the_marker_annotation() {
+    let env = TestEnv::with_crds().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
+    let namespace = ns.name();
+    plane.install_crds(&[Crd::AnnotatedWorkload]).await.unwrap();
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &Crd::AnnotatedWorkload.api_resources()[0]);
+    let explicit = ResourceRef::configmap("named");
+    let matched = ResourceRef::configmap("matched");
+    resources.create(&explicit, &[("k", "v1")]).await.unwrap();
+    resources.create_annotated(&matched, &[("k", "v1")], &[(ANNOTATION_MATCH, "true")]).await.unwrap();
+    let object = |name: &str, annotations: Value, pod_annotations: Option<Value>| {
+        let mut object = json!({
+            "apiVersion": "example.reloader.dev/v1", "kind": "AnnotatedWorkload",
+            "metadata": {"name": name, "annotations": annotations},
+            "spec": {"image": "db:1"},
+        });
+        if let Some(map) = pod_annotations {
+            object["spec"]["podAnnotations"] = map;
+        }
+        serde_json::from_value::<DynamicObject>(object).unwrap()
+    };
+    let post = PostParams::default();
+    for created in [
+        object("by-name", json!({ANNOTATION_CONFIGMAP_RELOAD: "named"}), None),
+        object("by-search", json!({ANNOTATION_SEARCH: "true"}), Some(json!({"team": "db"}))),
+        object("by-auto", json!({ANNOTATION_AUTO: "true"}), Some(json!({}))),
+    ] {
+        api.create(&post, &created).await.unwrap();
+    }
+    let before = api.get("by-search").await.unwrap();
+    let _reloader = env.reloader(Strategy::EnvVars, &[ANNOTATED]).await;
+
+    let named_hash = resources.update_data(&explicit, &[("k", "v2")]).await.unwrap();
+    let matched_hash = resources.update_data(&matched, &[("k", "v2")]).await.unwrap();
+    for (name, resource, hash) in
+        [("by-name", &explicit, &named_hash), ("by-search", &matched, &matched_hash)]
+    {
+        let marker = wait_until(&format!("the marker in {name}'s map"), TIMEOUT, || async {
+            let object = api.get(name).await?;
+            let value = object.data["spec"]["podAnnotations"][ANNOTATION_LAST_RELOADED_FROM]
+                .as_str()
+                .map(str::to_owned);
+            value.ok_or_else(|| NotYet::because(format!("{}", object.data["spec"])))
+        })
+        .await
+        .unwrap();
+        let marker: Value = serde_json::from_str(&marker).unwrap();
+        assert_eq!(marker["name"], resource.name.as_str(), "{name}: {marker}");
+        assert_eq!(marker["hash"], hash.as_str(), "{name}: {marker}");
+        assert_eq!(marker["containerRefs"], json!([]), "{name}: no container to name");
+    }
+    let after = api.get("by-search").await.unwrap();
+    assert_eq!(after.data["spec"]["podAnnotations"]["team"], "db", "the operator's own annotations stay");
+    assert_eq!(after.data["spec"]["image"], before.data["spec"]["image"]);
+    assert_eq!(
+        after.metadata.annotations, before.metadata.annotations,
+        "the object's own annotations unchanged"
+    );
+
+    // `auto` has nothing to discover: its map stays empty however long we wait for the others.
+    let third = resources.update_data(&explicit, &[("k", "v3")]).await.unwrap();
+    wait_until("the third change on by-name", TIMEOUT, || async {
+        let object = api.get("by-name").await?;
+        let map = &object.data["spec"]["podAnnotations"];
+        let marker = map[ANNOTATION_LAST_RELOADED_FROM].as_str().unwrap_or_default().to_owned();
+        if marker.contains(third.as_str()) { Ok(()) } else { Err(NotYet::because(marker)) }
+    })
+    .await
+    .unwrap();
+    assert_eq!(api.get("by-auto").await.unwrap().data["spec"]["podAnnotations"], json!({}));
 }
