@@ -9,12 +9,11 @@
 //! ```
 //!
 //! Declarations come from the command line, so they are few and live as long as the process:
-//! each is leaked once into a `&'static CustomKind`, which keeps [`WorkloadKind`] `Copy` and its
-//! names `&'static str` like the built-in kinds'.
+//! `WorkloadKind::declare` leaks each once into a `&'static CustomKind`, which keeps
+//! `WorkloadKind` `Copy` and its names `&'static str` like the built-in kinds'.
 
 use std::fmt;
 
-use crate::model::WorkloadKind;
 use crate::selector::{check_dns_label, check_dns_subdomain};
 
 /// One declared kind: its API identity and where its objects keep their pod template.
@@ -212,26 +211,6 @@ impl fmt::Display for JsonPointer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
-}
-
-/// Parses every declaration and leaks each once (they live as long as the process); the same
-/// kind declared twice is an error.
-pub fn declare(declarations: &[String]) -> Result<Vec<WorkloadKind>, CustomKindError> {
-    let mut kinds: Vec<WorkloadKind> = Vec::new();
-    for declaration in declarations.iter().filter(|d| !d.trim().is_empty()) {
-        let custom = CustomKind::parse(declaration)?;
-        let twice = kinds.iter().any(|k| matches!(k, WorkloadKind::Custom(c) if c.group == custom.group && (c.kind == custom.kind || c.resource == custom.resource)));
-        if twice {
-            return Err(CustomKindError {
-                declaration: declaration.clone(),
-                field: "kind",
-                value: custom.kind.to_string(),
-                reason: format!("{}.{} is declared twice", custom.resource, custom.group),
-            });
-        }
-        kinds.push(WorkloadKind::Custom(Box::leak(Box::new(custom))));
-    }
-    Ok(kinds)
 }
 
 #[cfg(test)]

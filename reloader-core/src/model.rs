@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::custom_kind::CustomKind;
+use crate::custom_kind::{CustomKind, CustomKindError};
 
 /// The kind of a watched resource a workload can reload for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -129,6 +129,29 @@ impl WorkloadKind {
                 .chain(facts.short_names.iter().copied())
                 .any(|name| stem(name) == typed)
         })
+    }
+
+    /// Parses every declaration (`--custom-workload`) and leaks each once (they live as long as
+    /// the process); the same kind declared twice is an error.
+    pub fn declare(declarations: &[String]) -> Result<Vec<WorkloadKind>, CustomKindError> {
+        let mut kinds: Vec<WorkloadKind> = Vec::new();
+        for declaration in declarations.iter().filter(|d| !d.trim().is_empty()) {
+            let custom = CustomKind::parse(declaration)?;
+            let twice = kinds
+                .iter()
+                .filter_map(|k| k.custom())
+                .any(|c| c.group == custom.group && (c.kind == custom.kind || c.resource == custom.resource));
+            if twice {
+                return Err(CustomKindError {
+                    declaration: declaration.clone(),
+                    field: "kind",
+                    value: custom.kind.to_string(),
+                    reason: format!("{}.{} is declared twice", custom.resource, custom.group),
+                });
+            }
+            kinds.push(WorkloadKind::Custom(Box::leak(Box::new(custom))));
+        }
+        Ok(kinds)
     }
 
     /// The declaration of a kind the user declared; `None` for a built-in kind.
@@ -382,5 +405,49 @@ mod tests {
         for (typed, kind) in cases {
             assert_eq!(WorkloadKind::parse_loose(typed, &[]), kind, "{typed:?}");
         }
+    }
+
+    const CLONESET: &str =
+        "group=apps.kruise.io,version=v1alpha1,kind=CloneSet,resource=clonesets,template=/spec/template";
+
+    #[test]
+    fn declare_leaks_each_kind_once_and_refuses_a_kind_twice() {
+        let kinds = WorkloadKind::declare(&[
+            CLONESET.to_owned(),
+            " ".to_owned(),
+            "group=keda.sh,version=v1alpha1,kind=ScaledJob,resource=scaledjobs,template=/spec/jobTargetRef/template"
+                .to_owned(),
+        ])
+        .unwrap();
+        let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+        assert_eq!(names, ["CloneSet", "ScaledJob"]);
+        assert!(kinds.iter().all(|k| k.custom().is_some() && k.is_long_running()));
+
+        for twice in [
+            CLONESET.replace("v1alpha1", "v1beta1"),
+            CLONESET.replace("kind=CloneSet", "kind=Other"),
+            CLONESET.replace("resource=clonesets", "resource=others"),
+        ] {
+            let error = WorkloadKind::declare(&[CLONESET.to_owned(), twice.clone()]).expect_err(&twice);
+            assert!(error.reason.contains("declared twice"), "{twice}: {error}");
+            assert_eq!(error.declaration, twice);
+        }
+        // The same kind name in another group is another kind.
+        assert_eq!(
+            WorkloadKind::declare(&[CLONESET.to_owned(), CLONESET.replace("apps.kruise.io", "example.com")])
+                .unwrap()
+                .len(),
+            2
+        );
+    }
+
+    #[test]
+    fn declared_kinds_parse_loosely_like_built_in_ones() {
+        let kinds = WorkloadKind::declare(&[CLONESET.to_owned()]).unwrap();
+        for typed in ["CloneSet", "cloneset", "clonesets", "CLONESETS"] {
+            assert_eq!(WorkloadKind::parse_loose(typed, &kinds), Some(kinds[0]), "{typed}");
+        }
+        assert_eq!(WorkloadKind::parse_loose("cloneset", &[]), None);
+        assert_eq!(WorkloadKind::parse_loose("deploy", &kinds), Some(WorkloadKind::Deployment));
     }
 }

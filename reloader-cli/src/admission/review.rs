@@ -176,7 +176,7 @@ mod tests {
 
     #[test]
     fn kinds_by_group() {
-        let declared = reloader_core::custom_kind::declare(&[
+        let declared = reloader_core::model::WorkloadKind::declare(&[
             "group=apps.kruise.io,version=v1alpha1,kind=CloneSet,resource=clonesets,template=/spec/template"
                 .into(),
         ])

@@ -321,7 +321,7 @@ mod tests {
             "invalid workload \"pod/web\": unknown kind \"pod\"; expected deployment, daemonset, statefulset, \
              cronjob, job, rollout, deploymentconfig (or one declared with --custom-workload)"
         );
-        let declared = reloader_core::custom_kind::declare(&[
+        let declared = reloader_core::model::WorkloadKind::declare(&[
             "group=apps.kruise.io,version=v1alpha1,kind=CloneSet,resource=clonesets,template=/spec/template"
                 .into(),
         ])

@@ -352,7 +352,7 @@ fn the_json_has_the_documented_shape() {
 /// restarts, are shown with the workload.
 #[test]
 fn the_declaration_and_the_restart_method_are_shown() {
-    let declared = crate::custom_kind::declare(&[
+    let declared = crate::model::WorkloadKind::declare(&[
         "group=apps.kruise.io,version=v1alpha1,kind=CloneSet,resource=clonesets,template=/spec/template"
             .into(),
         "group=example.com,version=v1,kind=Cluster,resource=clusters,annotations=/spec/podAnnotations".into(),

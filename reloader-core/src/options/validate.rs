@@ -32,7 +32,7 @@ impl RawOptions {
         let webhook_url = webhook_url(&self.webhook_url)?;
         let ignored_resources = ignored_resources(&self.resources_to_ignore)?;
         let ignored_workloads = ignored_workloads(&self.ignored_workload_types)?;
-        let custom_kinds = crate::custom_kind::declare(&self.custom_workload)?;
+        let custom_kinds = crate::model::WorkloadKind::declare(&self.custom_workload)?;
         let namespace_scope = self.namespace_scope(&mut warnings)?;
         let resource_label_selector = selector("--resource-label-selector", &self.resource_label_selector)?;
         let argo_rollouts = stakater_true("--is-Argo-Rollouts", &self.is_argo_rollouts, &mut warnings);

@@ -96,8 +96,9 @@ fn one_pod_at_a_time_each_after_the_previous_replacement_is_ready() {
     let two = EvictionPolicy { max_unavailable: 2, ..ONE };
     let stopped = |p: Progress| Progress { state: ProgressState::Stopped, ..p };
     let done = |p: Progress| Progress { state: ProgressState::Done, ..p };
-    // (case, policy, recorded progress, pods, desired replicas, expected step)
-    let cases: Vec<(&str, EvictionPolicy, Option<Progress>, Vec<PodState>, Option<u32>, Step)> = vec![
+    /// (case, policy, recorded progress, pods, desired replicas, expected step)
+    type Case = (&'static str, EvictionPolicy, Option<Progress>, Vec<PodState>, Option<u32>, Step);
+    let cases: Vec<Case> = vec![
         (
             "all stale: the highest ordinal first",
             ONE,

@@ -65,7 +65,7 @@ async fn least_privilege_custom_workloads() {
             "resource": "clonesets", "template": "/spec/template",
         }] } })
     });
-    set.kinds = reloader_core::custom_kind::declare(&[
+    set.kinds = reloader_core::model::WorkloadKind::declare(&[
         "group=apps.kruise.io,version=v1alpha1,kind=CloneSet,resource=clonesets,template=/spec/template"
             .into(),
     ])
