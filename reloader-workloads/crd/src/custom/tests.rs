@@ -25,6 +25,28 @@ fn served(template: Value) -> Value {
     })
 }
 
+/// Built from the object's view alone (no read), the write is `write`.
+fn same_from_view(
+    case: &str,
+    declared: &'static CustomKind,
+    object: &CustomObject,
+    change: &reloader_core::markers::MarkerChange,
+    write: &WorkloadWrite,
+) {
+    let keys = AnnotationKeys::default();
+    let cached = CustomObject::from_skeleton(declared, skeleton(&object.view(&keys), &keys).unwrap());
+    let from_view = cached.reload_write(std::slice::from_ref(change), &write_context(&keys)).unwrap();
+    assert_eq!(from_view.as_ref(), Some(write), "{case}");
+}
+
+/// `object` after the JSON patch `body`, applied as the API server would.
+fn applied(case: &str, object: &Value, body: &Value) -> Value {
+    let mut patched = object.clone();
+    let patch: json_patch::Patch = serde_json::from_value(body.clone()).unwrap();
+    json_patch::patch(&mut patched, &patch).unwrap_or_else(|e| panic!("{case}: {e}"));
+    patched
+}
+
 fn read(object: &Value) -> CustomObject {
     let metadata = serde_json::from_value(object["metadata"].clone()).unwrap();
     CustomObject::read(deep_kind(), metadata, object)
@@ -82,19 +104,10 @@ fn a_reload_is_a_json_patch_at_the_pointer_guarded_by_the_version() {
         assert_eq!(*body, guarded_json_patch("77", expected), "{case}");
         assert_eq!(*precondition, Precondition::ResourceVersion("77".into()), "{case}");
 
-        // Built from the view alone (no read), the write is the same.
-        let view = object.view(&keys);
-        let cached = CustomObject::from_skeleton(deep_kind(), skeleton(&view, &keys).unwrap());
-        assert_eq!(
-            cached.reload_write(std::slice::from_ref(&change), &ctx).unwrap().as_ref(),
-            Some(&write),
-            "{case}"
-        );
+        same_from_view(case, deep_kind(), &object, &change, &write);
 
         // Applied as the API server would: only the template changed, and it now records the change.
-        let mut patched = object_json.clone();
-        let patch: json_patch::Patch = serde_json::from_value(body.clone()).unwrap();
-        json_patch::patch(&mut patched, &patch).unwrap_or_else(|e| panic!("{case}: {e}"));
+        let patched = applied(case, &object_json, body);
         let after = read(&patched);
         assert_eq!(after.reload_write(std::slice::from_ref(&change), &ctx).unwrap(), None, "{case}: applied");
         let pointer = "/spec/run~1time/workers/0/podTemplate";
@@ -181,16 +194,9 @@ fn an_annotations_map_gets_the_annotation_marker_whatever_the_strategy() {
             panic!("{case}: {write:?}")
         };
         assert_eq!(*body, guarded_json_patch("12", expected), "{case}");
-        let cached = CustomObject::from_skeleton(map_kind(), skeleton(&view, &keys).unwrap());
-        assert_eq!(
-            cached.reload_write(std::slice::from_ref(&change), &ctx).unwrap().as_ref(),
-            Some(&write),
-            "{case}"
-        );
+        same_from_view(case, map_kind(), &object, &change, &write);
 
-        let mut patched = object_json.clone();
-        let patch: json_patch::Patch = serde_json::from_value(body.clone()).unwrap();
-        json_patch::patch(&mut patched, &patch).unwrap_or_else(|e| panic!("{case}: {e}"));
+        let patched = applied(case, &object_json, body);
         assert_eq!(patched["spec"]["image"], "db:1", "{case}: the rest is untouched");
         assert_eq!(
             read_cluster(&patched).reload_write(std::slice::from_ref(&change), &ctx).unwrap(),
