@@ -205,7 +205,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
                 keys: options.keys.clone(),
             },
             ExecutorIo {
-                api: Arc::new(KubeWorkloadApi::new(writes_client)),
+                api: Arc::new(KubeWorkloadApi::new(writes_client.clone())),
                 views: index.clone(),
                 events: events.clone(),
                 alerts,
@@ -304,7 +304,9 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             let evictor = Evictor {
                 restarts,
                 index: index.clone(),
-                api: Arc::new(KubeRestartApi { client: client.clone() }),
+                // The writes' client: no hidden retries (a disruption budget's 429 is the evictor's
+                // to count and retry on its tick) and a timeout (a hung request cannot hold the loop).
+                api: Arc::new(KubeRestartApi { client: writes_client }),
                 events: events.clone(),
                 metrics: metrics.evictions(),
                 keys: options.keys.clone(),

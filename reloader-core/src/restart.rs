@@ -187,8 +187,8 @@ pub fn next_step(
         return Step::Stopped;
     }
     let stale: Vec<&PodState> = pods.iter().filter(|p| !p.current && !p.terminating).collect();
-    let present = pods.iter().filter(|p| !p.terminating).count() as u32;
-    let missing = desired.map_or(0, |d| d.saturating_sub(present));
+    // A terminating pod is unavailable once: as terminating, not also as missing.
+    let missing = desired.map_or(0, |d| d.saturating_sub(pods.len() as u32));
     let unavailable = pods.iter().filter(|p| p.terminating || !p.ready).count() as u32 + missing;
     if stale.is_empty() && unavailable == 0 {
         let done = recorded.map(|p| Progress { state: ProgressState::Done, ..p.clone() });

@@ -14,7 +14,7 @@ mod api;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -40,7 +40,9 @@ const TICK: Duration = Duration::from_secs(2);
 /// the evictor. Bounded by the workloads that opted in.
 #[derive(Clone, Default)]
 pub(crate) struct Restarts {
-    active: Arc<Mutex<BTreeSet<WorkloadKey>>>,
+    /// Each active workload, and whether it was activated again since its last step began (a
+    /// step that read the workload before a new reload must not end its restart).
+    active: Arc<Mutex<BTreeMap<WorkloadKey, bool>>>,
     /// The markers each opted-in workload was last seen with: the writer stores its own write's
     /// answer in the index, so the watch event that follows shows no change there.
     seen: Arc<Mutex<HashMap<WorkloadKey, MarkerRecord>>>,
@@ -69,17 +71,27 @@ impl Restarts {
     }
 
     fn activate(&self, key: WorkloadKey) {
-        if self.active.lock().expect("restarts lock").insert(key) {
-            self.wake.notify_one();
+        self.active.lock().expect("restarts lock").insert(key, true);
+        self.wake.notify_one();
+    }
+
+    /// The active workloads, each about to be stepped.
+    fn snapshot(&self) -> Vec<WorkloadKey> {
+        let mut active = self.active.lock().expect("restarts lock");
+        active.values_mut().for_each(|again| *again = false);
+        active.keys().cloned().collect()
+    }
+
+    /// Its restart is over, unless it was activated again meanwhile.
+    fn finish(&self, key: &WorkloadKey) {
+        let mut active = self.active.lock().expect("restarts lock");
+        if active.get(key) == Some(&false) {
+            active.remove(key);
         }
     }
 
-    fn snapshot(&self) -> Vec<WorkloadKey> {
-        self.active.lock().expect("restarts lock").iter().cloned().collect()
-    }
-
-    fn finish(&self, key: &WorkloadKey) {
-        self.active.lock().expect("restarts lock").remove(key);
+    fn is_idle(&self) -> bool {
+        self.active.lock().expect("restarts lock").is_empty()
     }
 }
 
@@ -125,7 +137,7 @@ impl Evictor {
                         self.restarts.finish(&key);
                     }
                 }
-                let idle = self.restarts.snapshot().is_empty();
+                let idle = self.restarts.is_idle();
                 tokio::select! {
                     _ = leader.changed() => {}
                     _ = self.restarts.wake.notified(), if idle => {}

@@ -241,3 +241,17 @@ fn a_workload_is_activated_when_its_markers_change() {
     restarts.observe(&view("c", false));
     assert!(restarts.snapshot().is_empty(), "not opted in");
 }
+
+/// A reload that lands while its workload's previous step runs (that step read the workload
+/// before it, and found nothing to do) keeps the workload active for the next step.
+#[test]
+fn an_activation_during_a_step_is_not_lost() {
+    let restarts = Restarts::default();
+    restarts.activate(key());
+    assert_eq!(restarts.snapshot(), [key()], "a step begins");
+    restarts.activate(key());
+    restarts.finish(&key());
+    assert_eq!(restarts.snapshot(), [key()], "still active: stepped again");
+    restarts.finish(&key());
+    assert!(restarts.is_idle(), "a step with no activation during it ends the restart");
+}

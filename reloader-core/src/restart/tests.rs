@@ -124,6 +124,14 @@ fn one_pod_at_a_time_each_after_the_previous_replacement_is_ready() {
             Step::Wait,
         ),
         (
+            "max-unavailable 2, one terminating (counted once): one more",
+            two,
+            Some(evicting(1, NOW - 10)),
+            vec![pod("a-0", false, true), pod("a-1", false, true), terminating("a-2")],
+            Some(3),
+            evict(&["a-1"]),
+        ),
+        (
             "the evicted pod not replaced yet (one missing): wait",
             ONE,
             Some(evicting(1, NOW - 10)),
