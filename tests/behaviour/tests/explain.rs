@@ -427,7 +427,7 @@ async fn bad_targets_and_missing_permissions_fail_clearly() {
     assert_eq!(
         unknown.stderr,
         "reloader: invalid workload \"pod/web\": unknown kind \"pod\"; expected deployment, daemonset, \
-         statefulset, cronjob, job, rollout or deploymentconfig\n"
+         statefulset, cronjob, job, rollout, deploymentconfig (or one declared with --custom-workload)\n"
     );
 
     let missing = run_reloader(kubeconfig, &["explain", "statefulset/nope", "-n", ns.name()]).await;
