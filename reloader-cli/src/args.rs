@@ -93,6 +93,11 @@ pub struct RunArgs {
           default_value_t = false, default_missing_value = "true", value_parser = go_bool)]
     pub restart_by_eviction: bool,
 
+    /// Watch pods labelled reloader.dev/reload-pod=true and evict those a change reloads (their owner replaces them)
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true, value_name = "BOOL",
+          default_value_t = false, default_missing_value = "true", value_parser = go_bool)]
+    pub reload_pods: bool,
+
     /// Watch exactly these namespaces
     #[arg(long, value_name = "LIST")]
     pub namespaces: Vec<String>,
@@ -301,6 +306,7 @@ impl From<RunArgs> for RawOptions {
             ignored_workload_types,
             custom_workload,
             restart_by_eviction,
+            reload_pods,
             namespaces,
             namespaces_to_ignore,
             namespace_selector,

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResource;
 use kube::Client;
+use reloader_core::model::WorkloadKind;
 use reloader_core::options::Options;
 use tokio::sync::{OnceCell, watch};
 use tracing::{debug, error, info, warn};
@@ -225,7 +226,7 @@ pub(crate) async fn enabled_kinds(
         let enabled = match info.availability {
             Availability::BuiltIn => !ignored,
             // Not among the built-in kinds `all` lists.
-            Availability::Declared => false,
+            Availability::Declared | Availability::ReloadPods => false,
             Availability::Flag(flag) => {
                 !ignored && flag.value(options) == Some(true) && require(apis, flag, info).await?
             }
@@ -249,6 +250,9 @@ pub(crate) async fn enabled_kinds(
     }
     check_declared_kinds(apis, options).await?;
     kinds.extend(options.custom_kinds.iter().copied());
+    if options.reload_pods {
+        kinds.push(WorkloadKind::pods());
+    }
     Ok(EnabledKinds::of(&kinds))
 }
 

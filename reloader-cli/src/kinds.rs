@@ -19,7 +19,7 @@ use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind, Status};
 use kube::{Client, Resource};
-use reloader_core::custom_kind::CustomKind;
+use reloader_core::custom_kind::{CustomKind, PodTarget};
 use reloader_core::model::{WorkloadKey, WorkloadKind};
 use reloader_core::options::Options;
 use reloader_core::skeleton::Skeleton;
@@ -42,6 +42,8 @@ pub enum Availability {
     FlagOrDetected(KindFlag),
     /// Declared by the user (`--custom-workload`); watched once its CRD is served.
     Declared,
+    /// Pods as reload targets: on with `--reload-pods`, watched by their label only.
+    ReloadPods,
 }
 
 /// A flag that switches a CRD-served kind on or off.
@@ -73,7 +75,7 @@ impl KindFlag {
 #[derive(Debug, Clone, Copy)]
 pub struct KindInfo {
     pub kind: WorkloadKind,
-    /// API group (`""` never: every workload kind lives in a named group).
+    /// API group (`""` only for pods as reload targets).
     pub group: &'static str,
     pub version: &'static str,
     pub plural: &'static str,
@@ -85,9 +87,13 @@ pub struct KindInfo {
 }
 
 impl KindInfo {
-    /// `group/version`, as in `apiVersion`.
+    /// `group/version`, as in `apiVersion` (`version` alone in the core group).
     pub fn api_version(&self) -> String {
-        format!("{}/{}", self.group, self.version)
+        if self.group.is_empty() {
+            self.version.to_owned()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
     }
 
     /// The dynamic API type (reads of metadata alone go through it).
@@ -101,6 +107,8 @@ impl KindInfo {
 
 const POD_TEMPLATE: &str = "/spec/template";
 const READ: [&str; 3] = ["get", "list", "watch"];
+/// Pods as reload targets are watched, never read one by one nor written (they are evicted).
+const WATCH: [&str; 2] = ["list", "watch"];
 const READ_PATCH: [&str; 4] = ["get", "list", "watch", "patch"];
 const READ_CREATE_DELETE: [&str; 5] = ["get", "list", "watch", "create", "delete"];
 
@@ -149,16 +157,18 @@ pub(crate) struct Registered<K> {
 
 impl Registered<DynamicObject> {
     /// The entry of a declared kind: what the declaration says, the verbs of a patched kind.
+    /// Pods as reload targets are made the same way, but only watched.
     fn declared(declared: &'static CustomKind) -> Self {
+        let pods = declared.target == PodTarget::Pod;
         let info = KindInfo {
             kind: WorkloadKind::Custom(declared),
             group: &declared.group,
             version: &declared.version,
             plural: &declared.resource,
             // For an annotations map: where the map is.
-            template_pointer: declared.target.pointer().as_str(),
-            availability: Availability::Declared,
-            verbs: &READ_PATCH,
+            template_pointer: declared.target.pointer(),
+            availability: if pods { Availability::ReloadPods } else { Availability::Declared },
+            verbs: if pods { &WATCH } else { &READ_PATCH },
         };
         Registered { info, backend: PhantomData }
     }

@@ -233,9 +233,12 @@ pub(crate) fn required(options: &Options, kinds: &EnabledKinds, csi: bool) -> Ve
         need("batch", "jobs", "create", Purpose::Write, &watched);
     }
     // Restarts by eviction (docs/beyond-stakater.md §13): each opted-in workload's pods are
-    // listed, and evicted.
-    if writes && options.restart_by_eviction {
+    // listed, and evicted. Pods as reload targets (§14) are watched (their kind's verbs above),
+    // and evicted.
+    if writes && options.restart_by_eviction && !options.reload_pods {
         need("", "pods", "list", Purpose::Write, &watched);
+    }
+    if writes && (options.restart_by_eviction || options.reload_pods) {
         need("", "pods/eviction", "create", Purpose::Write, &watched);
     }
     // Core/v1 Events, as Stakater's recorder writes them: created, then patched when repeated.

@@ -26,7 +26,7 @@ use crate::rbac::{self, AccessReview, KubeAccessReview, KubeRulesReview, RulesFi
 use crate::reconcile::catch_up::{CatchUp, CatchUpConfig};
 use crate::reconcile::pause::PauseTimers;
 use crate::reconcile::standby::{REPLAY_WINDOW, StandbyChanges};
-use crate::reconcile::{NoWrites, ReconcileConfig, Reconciler, ResourceNotifier, WorkQueue};
+use crate::reconcile::{NoWrites, PodsDue, ReconcileConfig, Reconciler, ResourceNotifier, WorkQueue};
 use crate::restarts::{Evictor, KubeRestartApi, Restarts, unix_now};
 use crate::scope::ScopeFilter;
 use crate::sources::{self, SourcesConfig};
@@ -240,9 +240,15 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             .spawn_service("admission webhook", crate::admission::serve(state, config, shutdown.clone()));
     }
 
-    // Reconcile: every watch event goes through it.
+    // Reconcile: every watch event goes through it. With --reload-pods, a pod's reload makes it
+    // due for eviction instead of a write (docs/beyond-stakater.md §14).
     let pauses = PauseTimers::default();
     let restarts = Restarts::default();
+    let queue: Arc<dyn WorkQueue> = if options.reload_pods {
+        Arc::new(PodsDue { workloads: queue, restarts: restarts.clone() })
+    } else {
+        queue
+    };
     let standby = Arc::new(StandbyChanges::new(REPLAY_WINDOW));
     let reconciler = Arc::new(Reconciler {
         config: ReconcileConfig::new(&options),
@@ -293,12 +299,12 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         });
     }
 
-    // Restarts by eviction (docs/beyond-stakater.md §13), on whichever replica leads; never in
-    // webhook or dry-run mode, which write nothing.
-    if options.restart_by_eviction {
+    // Restarts by eviction (docs/beyond-stakater.md §13) and due pods (§14), on whichever
+    // replica leads; never in webhook or dry-run mode, which write nothing.
+    if options.restart_by_eviction || options.reload_pods {
         if notifier.is_some() || options.dry_run {
             warn!(
-                "--restart-by-eviction: no pod is evicted with --webhook-url or --dry-run (nothing is written)"
+                "--restart-by-eviction, --reload-pods: no pod is evicted with --webhook-url or --dry-run (nothing is written)"
             );
         } else {
             let evictor = Evictor {
@@ -312,6 +318,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
                 keys: options.keys.clone(),
                 clock: unix_now,
                 failing: Mutex::default(),
+                pod_owners: Mutex::default(),
             };
             let leader = leadership.subscribe();
             supervisor.spawn("evictor", async move {

@@ -37,12 +37,17 @@ pub enum PodTarget {
     /// written there as annotations, whatever the strategy; references come only from the
     /// reload annotations (there is no pod spec to discover them in).
     Annotations(JsonPointer),
+    /// The objects are pods, reload targets themselves (`--reload-pods`, docs/beyond-stakater.md
+    /// §14): never declared, never written; a pod to reload is evicted so its owner replaces it.
+    Pod,
 }
 
 impl PodTarget {
-    pub fn pointer(&self) -> &JsonPointer {
+    /// The pointer, escaped; the object itself (`""`) for a pod.
+    pub fn pointer(&self) -> &str {
         match self {
-            PodTarget::Template(pointer) | PodTarget::Annotations(pointer) => pointer,
+            PodTarget::Template(pointer) | PodTarget::Annotations(pointer) => pointer.as_str(),
+            PodTarget::Pod => "",
         }
     }
 
@@ -51,6 +56,7 @@ impl PodTarget {
         match self {
             PodTarget::Template(_) => "template",
             PodTarget::Annotations(_) => "annotations",
+            PodTarget::Pod => "pod",
         }
     }
 }
@@ -128,9 +134,27 @@ impl CustomKind {
         })
     }
 
-    /// `group/version`, as in `apiVersion`.
+    /// Pods as reload targets (`--reload-pods`): the one kind of this shape, made once.
+    pub fn pods() -> &'static CustomKind {
+        static PODS: std::sync::OnceLock<&'static CustomKind> = std::sync::OnceLock::new();
+        PODS.get_or_init(|| {
+            Box::leak(Box::new(CustomKind {
+                group: "".into(),
+                version: "v1".into(),
+                kind: "Pod".into(),
+                resource: "pods".into(),
+                target: PodTarget::Pod,
+            }))
+        })
+    }
+
+    /// `group/version`, as in `apiVersion` (`version` alone in the core group).
     pub fn api_version(&self) -> String {
-        format!("{}/{}", self.group, self.version)
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
     }
 
     /// The declaration as the flag takes it (round-trips through [`CustomKind::parse`]).

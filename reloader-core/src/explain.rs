@@ -136,14 +136,19 @@ pub fn explain(input: &ExplainInput<'_>) -> Explanation {
             not_watched: settings.scope.workload.clone(),
             pause_period: view.pause_period.as_deref().map(str::to_owned),
             restart: restart_summary(input.eviction, settings.restart_by_eviction),
-            declared: view.key.kind.custom().map(|custom| DeclaredSummary {
-                api_version: custom.api_version(),
-                resource: custom.resource.to_string(),
-                target: match custom.target {
+            declared: view.key.kind.custom().and_then(|custom| {
+                let target = match custom.target {
                     PodTarget::Template(_) => DeclaredTarget::Template,
                     PodTarget::Annotations(_) => DeclaredTarget::Annotations,
-                },
-                pointer: custom.target.pointer().to_string(),
+                    // Pods are not explained: they are no kind a person names to `explain`.
+                    PodTarget::Pod => return None,
+                };
+                Some(DeclaredSummary {
+                    api_version: custom.api_version(),
+                    resource: custom.resource.to_string(),
+                    target,
+                    pointer: custom.target.pointer().to_string(),
+                })
             }),
         },
         settings: SettingsSummary {

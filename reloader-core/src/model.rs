@@ -100,8 +100,11 @@ impl WorkloadKind {
             WorkloadKind::Job => ("Job", false, &[]),
             WorkloadKind::Rollout => ("Rollout", true, &["ro"]),
             WorkloadKind::DeploymentConfig => ("DeploymentConfig", true, &["dc"]),
-            // Its controller keeps pods on the template, as far as reloader can tell.
-            WorkloadKind::Custom(custom) => (&*custom.kind, true, &[]),
+            // Its controller keeps pods on the template, as far as reloader can tell. A pod is
+            // evicted only for a live change, never by a catch-up (it records no marker).
+            WorkloadKind::Custom(custom) => {
+                (&*custom.kind, custom.target != crate::custom_kind::PodTarget::Pod, &[])
+            }
         };
         KindFacts { name, long_running, short_names }
     }
@@ -160,6 +163,16 @@ impl WorkloadKind {
             WorkloadKind::Custom(custom) => Some(custom),
             _ => None,
         }
+    }
+
+    /// Pods as reload targets (`--reload-pods`, docs/beyond-stakater.md §14).
+    pub fn pods() -> Self {
+        WorkloadKind::Custom(CustomKind::pods())
+    }
+
+    /// Is this [`WorkloadKind::pods`]: reloaded by evicting the pod, never written?
+    pub fn is_pods(self) -> bool {
+        self.custom().is_some_and(|custom| custom.target == crate::custom_kind::PodTarget::Pod)
     }
 }
 

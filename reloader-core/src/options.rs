@@ -57,6 +57,9 @@ pub struct Options {
     pub custom_kinds: Vec<WorkloadKind>,
     /// `--restart-by-eviction`: workloads that opt in get their pods evicted after a reload.
     pub restart_by_eviction: bool,
+    /// `--reload-pods`: pods labelled [`crate::restart::POD_LABEL`] are reload targets, evicted
+    /// (docs/beyond-stakater.md §14).
+    pub reload_pods: bool,
     pub namespace_scope: NamespaceScope,
     /// Applied server-side to the ConfigMap/Secret watches; `None` selects everything.
     pub resource_label_selector: Option<LabelSelector>,

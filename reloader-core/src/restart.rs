@@ -30,6 +30,12 @@ pub const MAX_UNAVAILABLE: &str = "reloader.dev/max-unavailable";
 pub const READY_TIMEOUT: &str = "reloader.dev/ready-timeout";
 /// Written by reloader: the progress of the current restart ([`Progress`], JSON).
 pub const PROGRESS: &str = "reloader.dev/eviction";
+/// The label that makes a pod a reload target with `--reload-pods` (docs/beyond-stakater.md
+/// §14). A label, not an annotation: the API server filters pods by label, so reloader receives
+/// (and keeps) only the pods that carry it.
+pub const POD_LABEL: &str = "reloader.dev/reload-pod";
+/// The pods watch's selector: [`POD_LABEL`] set to `true`.
+pub const POD_SELECTOR: &str = "reloader.dev/reload-pod=true";
 
 const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -59,10 +65,21 @@ impl EvictionPolicy {
             reason: reason.to_owned(),
         };
         match get(RESTART) {
-            None => return Ok(None),
-            Some(EVICT) => {}
-            Some(other) => return Err(fail(RESTART, other, "expected evict")),
+            None => Ok(None),
+            Some(EVICT) => Self::limits(annotations).map(Some),
+            Some(other) => Err(fail(RESTART, other, "expected evict")),
         }
+    }
+
+    /// The limits alone, defaults where unset: a pod that is a reload target (`--reload-pods`)
+    /// needs no opt-in annotation, its label is one.
+    pub fn limits(annotations: Option<&BTreeMap<String, String>>) -> Result<Self, PolicyError> {
+        let get = |key: &str| annotations.and_then(|a| a.get(key)).map(|v| v.trim());
+        let fail = |key: &'static str, value: &str, reason: &str| PolicyError {
+            key,
+            value: value.to_owned(),
+            reason: reason.to_owned(),
+        };
         let max_unavailable = match get(MAX_UNAVAILABLE) {
             None => 1,
             Some(text) => match text.parse::<u32>() {
@@ -77,7 +94,7 @@ impl EvictionPolicy {
                 _ => return Err(fail(READY_TIMEOUT, text, "expected a duration greater than 0 (10m, 90s)")),
             },
         };
-        Ok(Some(EvictionPolicy { max_unavailable, ready_timeout }))
+        Ok(EvictionPolicy { max_unavailable, ready_timeout })
     }
 }
 
@@ -247,5 +264,6 @@ fn natural_key(name: &str) -> (&str, u64) {
     (stem, number.parse().unwrap_or(0))
 }
 
+pub mod pods;
 #[cfg(test)]
 mod tests;

@@ -52,6 +52,9 @@ pub(crate) enum EventReason {
     PodEvicted,
     /// Ours: a restart by eviction stopped, a replacement not Ready in time (Warning).
     EvictionStopped,
+    /// Ours: a pod a change reloads has no owner to recreate it, so it is not evicted (Warning,
+    /// docs/beyond-stakater.md §14).
+    PodNotEvicted,
 }
 
 impl EventReason {
@@ -62,15 +65,17 @@ impl EventReason {
             EventReason::InvalidAnnotation => "InvalidAnnotation",
             EventReason::PodEvicted => "PodEvicted",
             EventReason::EvictionStopped => "EvictionStopped",
+            EventReason::PodNotEvicted => "PodNotEvicted",
         }
     }
 
     fn event_type(self) -> &'static str {
         match self {
             EventReason::Reloaded | EventReason::PodEvicted => "Normal",
-            EventReason::ReloadFail | EventReason::InvalidAnnotation | EventReason::EvictionStopped => {
-                "Warning"
-            }
+            EventReason::ReloadFail
+            | EventReason::InvalidAnnotation
+            | EventReason::EvictionStopped
+            | EventReason::PodNotEvicted => "Warning",
         }
     }
 }
@@ -186,6 +191,15 @@ impl WorkloadEvent {
             waited.as_secs()
         );
         Self::new(target, EventReason::EvictionStopped, EventSource::Reloader, message)
+    }
+
+    /// Ours: a pod a change reloads, left running: with no controller owner, nothing would
+    /// recreate it.
+    pub(crate) fn pod_not_evicted(target: EventTarget, change: &str) -> Self {
+        let message = format!(
+            "Not evicted: the pod has no controller owner to recreate it; restart it yourself to load the change to {change}"
+        );
+        Self::new(target, EventReason::PodNotEvicted, EventSource::Reloader, message)
     }
 
     fn new(target: EventTarget, reason: EventReason, source: EventSource, message: String) -> Self {

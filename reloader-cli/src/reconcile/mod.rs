@@ -54,6 +54,34 @@ impl WorkQueue for Executor {
     }
 }
 
+/// The queue of a run with `--reload-pods`: a pod is never written, a reload of one makes it
+/// due for eviction (docs/beyond-stakater.md §14); every other workload's work goes on.
+pub(crate) struct PodsDue {
+    pub(crate) workloads: Arc<dyn WorkQueue>,
+    pub(crate) restarts: Restarts,
+}
+
+impl WorkQueue for PodsDue {
+    fn enqueue(&self, workload: WorkloadKey, work: Work, event_at: Instant) {
+        if !workload.kind.is_pods() {
+            return self.workloads.enqueue(workload, work, event_at);
+        }
+        match work {
+            Work::Reload(changes) => {
+                if let Some(change) = changes.into_iter().next() {
+                    self.restarts.pod_due(workload, change.resource);
+                }
+            }
+            // A pod has no pause period to end.
+            Work::Resume => {}
+        }
+    }
+
+    fn has_work(&self, workload: &WorkloadKey) -> bool {
+        !workload.kind.is_pods() && self.workloads.has_work(workload)
+    }
+}
+
 /// The queue of a run that never writes (`--webhook-url`): there is no executor then, and
 /// changes become POSTs before any write is planned, so nothing should reach this. Anything
 /// that does is dropped, loudly: that mode must never write a workload.

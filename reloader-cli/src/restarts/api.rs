@@ -8,7 +8,7 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, EvictParams, ListParams, Patch, PatchParams};
 use reloader_core::custom_kind::PodTarget;
 use reloader_core::model::WorkloadKey;
-use reloader_core::restart::{PROGRESS, Progress};
+use reloader_core::restart::{POD_SELECTOR, PROGRESS, Progress};
 use serde::Deserialize as _;
 use serde_json::{Value, json};
 
@@ -34,6 +34,8 @@ pub(crate) struct WorkloadPods {
 pub(crate) trait RestartApi: Send + Sync {
     /// The workload and its pods; `None` when it no longer exists.
     async fn workload(&self, key: &WorkloadKey) -> Result<Option<WorkloadPods>, kube::Error>;
+    /// The pods of `namespace` labelled as reload targets (docs/beyond-stakater.md §14).
+    async fn labelled_pods(&self, namespace: &str) -> Result<Vec<Pod>, kube::Error>;
     /// Evicts a pod through the Eviction API (a disruption budget answers 429).
     async fn evict(&self, namespace: &str, pod: &str) -> Result<(), kube::Error>;
     /// Records the restart's progress on the workload.
@@ -84,6 +86,11 @@ impl RestartApi for KubeRestartApi {
             desired,
             pods,
         }))
+    }
+
+    async fn labelled_pods(&self, namespace: &str) -> Result<Vec<Pod>, kube::Error> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        Ok(pods.list(&ListParams::default().labels(POD_SELECTOR)).await?.items)
     }
 
     async fn evict(&self, namespace: &str, pod: &str) -> Result<(), kube::Error> {

@@ -11,6 +11,7 @@
 //! the markers, or is terminating, is never a candidate). Its API calls sit behind [`RestartApi`].
 
 mod api;
+mod pods;
 #[cfg(test)]
 mod tests;
 
@@ -21,7 +22,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::index::Index;
-use reloader_core::model::WorkloadKey;
+use reloader_core::model::{ResourceKey, WorkloadKey};
 use reloader_core::restart::{
     EvictionPolicy, MarkerRecord, PodState, Progress, ProgressState, Step, next_step,
 };
@@ -30,6 +31,7 @@ use tokio::sync::{Notify, watch};
 use tracing::{debug, info, warn};
 
 pub(crate) use self::api::{KubeRestartApi, RestartApi};
+pub(crate) use self::pods::PodOwners;
 use crate::notify::events::{EventSink, EventTarget, WorkloadEvent};
 use crate::observe::metrics::{EvictionMetrics, EvictionResult, RestartOutcome};
 
@@ -46,6 +48,9 @@ pub(crate) struct Restarts {
     /// The markers each opted-in workload was last seen with: the writer stores its own write's
     /// answer in the index, so the watch event that follows shows no change there.
     seen: Arc<Mutex<HashMap<WorkloadKey, MarkerRecord>>>,
+    /// Pods a change reloads (`--reload-pods`), each with the resource that changed, until it is
+    /// evicted or gone. Kept by every replica from its own watch events: a new leader has them.
+    due_pods: Arc<Mutex<BTreeMap<WorkloadKey, ResourceKey>>>,
     wake: Arc<Notify>,
 }
 
@@ -54,7 +59,8 @@ impl Restarts {
     /// (a reload was written, or it was seen for the first time).
     pub(crate) fn observe(&self, view: &WorkloadView) {
         let mut seen = self.seen.lock().expect("restarts lock");
-        if !view.restart_by_eviction {
+        // A pod is a reload target (it is evicted when due), never a workload to restart.
+        if !view.restart_by_eviction || view.key.kind.is_pods() {
             seen.remove(&view.key);
             return;
         }
@@ -68,6 +74,13 @@ impl Restarts {
 
     pub(crate) fn forget(&self, key: &WorkloadKey) {
         self.seen.lock().expect("restarts lock").remove(key);
+        self.due_pods.lock().expect("restarts lock").remove(key);
+    }
+
+    /// A change to `resource` reloads the pod `key`: it is due for eviction.
+    pub(crate) fn pod_due(&self, key: WorkloadKey, resource: ResourceKey) {
+        self.due_pods.lock().expect("restarts lock").insert(key, resource);
+        self.wake.notify_one();
     }
 
     fn activate(&self, key: WorkloadKey) {
@@ -92,6 +105,7 @@ impl Restarts {
 
     fn is_idle(&self) -> bool {
         self.active.lock().expect("restarts lock").is_empty()
+            && self.due_pods.lock().expect("restarts lock").is_empty()
     }
 }
 
@@ -106,6 +120,8 @@ pub(crate) struct Evictor {
     pub(crate) clock: fn() -> i64,
     /// The workloads whose last step failed, and how: said once, until a step succeeds.
     pub(crate) failing: Mutex<BTreeMap<WorkloadKey, Failure>>,
+    /// The restarts of due pods under way, by owner (docs/beyond-stakater.md §14).
+    pub(crate) pod_owners: Mutex<PodOwners>,
 }
 
 /// What failed in a step, so that a failure that repeats every tick is said once.
@@ -137,7 +153,10 @@ impl Evictor {
                         self.restarts.finish(&key);
                     }
                 }
-                let idle = self.restarts.is_idle();
+                if *leader.borrow() {
+                    self.step_pods().await;
+                }
+                let idle = self.restarts.is_idle() && self.pod_restarts_idle();
                 tokio::select! {
                     _ = leader.changed() => {}
                     _ = self.restarts.wake.notified(), if idle => {}
@@ -260,17 +279,20 @@ impl Evictor {
 /// A pod as the restart sees it.
 fn pod_state(pod: &Pod, target: &MarkerRecord, keys: &AnnotationKeys) -> PodState {
     let template = PodTemplateSpec { metadata: Some(pod.metadata.clone()), spec: pod.spec.clone() };
-    let ready = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|conditions| conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
     PodState {
         name: pod.metadata.name.clone().unwrap_or_default(),
         current: MarkerRecord::of(&template, keys) == *target,
-        ready,
+        ready: pod_is_ready(pod),
         terminating: pod.metadata.deletion_timestamp.is_some(),
     }
+}
+
+/// Its `Ready` condition is `True`.
+fn pod_is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// The labels a workload's pods carry: its pod template's.

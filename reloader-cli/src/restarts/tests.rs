@@ -78,6 +78,10 @@ impl RestartApi for Scripted {
         }))
     }
 
+    async fn labelled_pods(&self, _: &str) -> Result<Vec<Pod>, kube::Error> {
+        Ok(Vec::new())
+    }
+
     async fn evict(&self, _: &str, name: &str) -> Result<(), kube::Error> {
         let mut refuse = self.refuse.lock().unwrap();
         if *refuse > 0 {
@@ -111,7 +115,7 @@ impl EventSink for Events {
     }
 }
 
-fn evictor(api: Arc<Scripted>, events: Arc<Events>, metrics: &Metrics, now: fn() -> i64) -> Evictor {
+fn evictor(api: Arc<dyn RestartApi>, events: Arc<Events>, metrics: &Metrics, now: fn() -> i64) -> Evictor {
     Evictor {
         restarts: Restarts::default(),
         index: Arc::new(RwLock::new(Index::default())),
@@ -121,6 +125,7 @@ fn evictor(api: Arc<Scripted>, events: Arc<Events>, metrics: &Metrics, now: fn()
         keys: AnnotationKeys::default(),
         clock: now,
         failing: Mutex::default(),
+        pod_owners: Mutex::default(),
     }
 }
 
@@ -254,4 +259,157 @@ fn an_activation_during_a_step_is_not_lost() {
     assert_eq!(restarts.snapshot(), [key()], "still active: stepped again");
     restarts.finish(&key());
     assert!(restarts.is_idle(), "a step with no activation during it ends the restart");
+}
+
+/// A scripted namespace of labelled pods (docs/beyond-stakater.md §14): an eviction replaces the
+/// pod with a new one of the same owner (a ReplicaSet's random name), Ready or not; a pod with
+/// no owner is never replaced.
+struct ScriptedPods {
+    pods: Mutex<Vec<Pod>>,
+    replacements_ready: bool,
+    created: Mutex<u32>,
+    evicted: Mutex<Vec<String>>,
+}
+
+fn labelled_pod(name: &str, owner: Option<&str>, ready: bool) -> Pod {
+    let owners: Vec<serde_json::Value> = owner
+        .map(|uid| json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": uid, "controller": true}))
+        .into_iter()
+        .collect();
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}"),
+            "labels": {"reloader.dev/reload-pod": "true"}, "ownerReferences": owners},
+        "spec": {"containers": [{"name": "app"}]},
+        "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]},
+    }))
+    .unwrap()
+}
+
+impl ScriptedPods {
+    fn new(pods: Vec<Pod>, replacements_ready: bool) -> Arc<Self> {
+        Arc::new(ScriptedPods {
+            pods: Mutex::new(pods),
+            replacements_ready,
+            created: Mutex::new(0),
+            evicted: Mutex::default(),
+        })
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.pods.lock().unwrap().iter().filter_map(|p| p.metadata.name.clone()).collect()
+    }
+}
+
+#[async_trait]
+impl RestartApi for ScriptedPods {
+    async fn workload(&self, _: &WorkloadKey) -> Result<Option<WorkloadPods>, kube::Error> {
+        Ok(None)
+    }
+
+    async fn labelled_pods(&self, _: &str) -> Result<Vec<Pod>, kube::Error> {
+        Ok(self.pods.lock().unwrap().clone())
+    }
+
+    async fn evict(&self, _: &str, name: &str) -> Result<(), kube::Error> {
+        self.evicted.lock().unwrap().push(name.to_owned());
+        let mut pods = self.pods.lock().unwrap();
+        let gone = pods.iter().position(|p| p.metadata.name.as_deref() == Some(name)).unwrap();
+        let owner =
+            pods.remove(gone).metadata.owner_references.unwrap_or_default().first().map(|o| o.uid.clone());
+        if let Some(owner) = owner {
+            let mut created = self.created.lock().unwrap();
+            *created += 1;
+            pods.push(labelled_pod(&format!("new-{created}"), Some(&owner), self.replacements_ready));
+        }
+        Ok(())
+    }
+
+    async fn record(&self, _: &WorkloadKey, _: &Progress) -> Result<(), kube::Error> {
+        unreachable!("a pod's restart is not recorded on a workload")
+    }
+}
+
+fn due(evictor: &Evictor, names: &[&str]) {
+    for name in names {
+        let resource = reloader_core::model::ResourceKey::new(
+            reloader_core::model::ResourceKind::ConfigMap,
+            "ns",
+            "cfg",
+        );
+        evictor.restarts.pod_due(WorkloadKey::new(WorkloadKind::pods(), "ns", name), resource);
+    }
+}
+
+#[tokio::test]
+async fn due_pods_are_evicted_one_at_a_time_per_owner_and_replacements_never() {
+    let api = ScriptedPods::new(
+        vec![
+            labelled_pod("a-1", Some("rs-a"), true),
+            labelled_pod("a-2", Some("rs-a"), true),
+            labelled_pod("a-3", Some("rs-a"), true),
+            labelled_pod("b-1", Some("rs-b"), true),
+        ],
+        true,
+    );
+    let events = Arc::new(Events::default());
+    let metrics = Metrics::new(false);
+    let evictor = evictor(api.clone(), events.clone(), &metrics, || 100);
+    // a-2 is not due (another change's pod, say): never evicted.
+    due(&evictor, &["a-1", "a-3", "b-1"]);
+    evictor.step_pods().await;
+    assert_eq!(*api.evicted.lock().unwrap(), ["a-3", "b-1"], "the last of each owner first, one per owner");
+    evictor.step_pods().await;
+    assert_eq!(*api.evicted.lock().unwrap(), ["a-3", "b-1", "a-1"]);
+    evictor.step_pods().await;
+    evictor.step_pods().await;
+    assert_eq!(*api.evicted.lock().unwrap(), ["a-3", "b-1", "a-1"], "replacements are never due");
+    assert_eq!(api.names(), ["a-2", "new-1", "new-2", "new-3"]);
+    assert!(evictor.pod_restarts_idle() && evictor.restarts.is_idle());
+    assert_eq!(reasons(&events), [EventReason::PodEvicted; 3]);
+    let text = metrics.encode();
+    assert!(text.contains(r#"reloader_evictions_total{result="evicted"} 3"#), "{text}");
+    assert!(text.contains(r#"reloader_eviction_restarts_total{outcome="done"} 2"#), "{text}");
+}
+
+#[tokio::test]
+async fn a_due_pod_without_an_owner_is_never_evicted() {
+    let api = ScriptedPods::new(vec![labelled_pod("bare", None, true)], true);
+    let events = Arc::new(Events::default());
+    let metrics = Metrics::new(false);
+    let evictor = evictor(api.clone(), events.clone(), &metrics, || 100);
+    due(&evictor, &["bare"]);
+    evictor.step_pods().await;
+    evictor.step_pods().await;
+    assert!(api.evicted.lock().unwrap().is_empty());
+    assert_eq!(reasons(&events), [EventReason::PodNotEvicted], "said once per change");
+    let message = &events.0.lock().unwrap()[0].message;
+    assert!(message.contains("no controller owner") && message.contains("ns/cfg"), "{message}");
+    assert!(evictor.restarts.is_idle(), "forgotten");
+    assert!(metrics.encode().contains(r#"reloader_evictions_total{result="no_owner"} 1"#));
+}
+
+#[tokio::test]
+async fn a_replacement_pod_not_ready_in_time_stops_the_owners_restart() {
+    let api = ScriptedPods::new(
+        vec![labelled_pod("a-1", Some("rs-a"), true), labelled_pod("a-2", Some("rs-a"), true)],
+        false,
+    );
+    let events = Arc::new(Events::default());
+    let metrics = Metrics::new(false);
+    static NOW: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(100);
+    let evictor =
+        evictor(api.clone(), events.clone(), &metrics, || NOW.load(std::sync::atomic::Ordering::SeqCst));
+    due(&evictor, &["a-1", "a-2"]);
+    evictor.step_pods().await;
+    assert_eq!(*api.evicted.lock().unwrap(), ["a-2"]);
+    NOW.store(100 + 599, std::sync::atomic::Ordering::SeqCst);
+    evictor.step_pods().await;
+    assert_eq!(*api.evicted.lock().unwrap(), ["a-2"], "waiting within the default 10m");
+    NOW.store(100 + 601, std::sync::atomic::Ordering::SeqCst);
+    evictor.step_pods().await;
+    evictor.step_pods().await;
+    assert_eq!(*api.evicted.lock().unwrap(), ["a-2"], "stopped: a-1 stays");
+    assert_eq!(reasons(&events), [EventReason::PodEvicted, EventReason::EvictionStopped]);
+    assert!(evictor.pod_restarts_idle() && evictor.restarts.is_idle());
+    assert!(metrics.encode().contains(r#"reloader_eviction_restarts_total{outcome="stopped"} 1"#));
 }

@@ -9,6 +9,7 @@ use kube::Client;
 use kube::runtime::WatchStreamExt;
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::model::{WorkloadKey, WorkloadKind};
+use reloader_core::restart::POD_SELECTOR;
 use tokio::sync::watch;
 
 use super::glue::{IndexTarget, index_watch};
@@ -49,8 +50,10 @@ impl KindVisitor for Start<'_> {
         let (tx, synced) = watch::channel(false);
         let name = watch_name(target.kind.as_str(), target.namespace.as_deref());
         let metrics = metrics.clone();
-        // Workloads keep no label selector: any of them may carry the annotations.
-        let stream = watcher_stream(name.clone(), api, watch_config(None, None)).default_backoff();
+        // Workloads keep no label selector: any of them may carry the annotations. Pods are
+        // watched by their label only: the API server sends no other pod (docs/beyond-stakater.md §14).
+        let labels = target.kind.is_pods().then_some(POD_SELECTOR);
+        let stream = watcher_stream(name.clone(), api, watch_config(labels, None)).default_backoff();
         let task_name = name.clone();
         let awaited = (registered.info.availability == Availability::Declared)
             .then(|| (crd_wait.clone(), registered.info));

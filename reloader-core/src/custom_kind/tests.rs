@@ -22,7 +22,7 @@ fn declarations_parse_in_any_field_order() {
         "group=keda.sh,version=v1alpha1,kind=ScaledJob,resource=scaledjobs,template=/spec/jobTargetRef/template",
     )
     .unwrap();
-    assert_eq!(deep.target.pointer().as_str(), "/spec/jobTargetRef/template");
+    assert_eq!(deep.target.pointer(), "/spec/jobTargetRef/template");
     let map =
         CustomKind::parse(&CLONESET.replace("template=/spec/template", "annotations=/spec/podAnnotations"))
             .unwrap();
@@ -96,5 +96,5 @@ fn bad_declarations_name_the_field_and_value() {
 #[test]
 fn escaped_pointer_tokens_are_kept_escaped() {
     let custom = CustomKind::parse(&CLONESET.replace("/spec/template", "/spec/pod~1templates/a~0b")).unwrap();
-    assert_eq!(custom.target.pointer().as_str(), "/spec/pod~1templates/a~0b");
+    assert_eq!(custom.target.pointer(), "/spec/pod~1templates/a~0b");
 }

@@ -27,6 +27,7 @@ pub struct RawOptions {
     pub ignored_workload_types: Vec<String>,
     pub custom_workload: Vec<String>,
     pub restart_by_eviction: bool,
+    pub reload_pods: bool,
     pub namespaces: Vec<String>,
     pub namespaces_to_ignore: Vec<String>,
     pub namespace_selector: Vec<String>,

@@ -31,6 +31,7 @@ fn defaults() -> RawOptions {
         ignored_workload_types: vec![],
         custom_workload: vec![],
         restart_by_eviction: false,
+        reload_pods: false,
         namespaces: vec![],
         namespaces_to_ignore: vec![],
         namespace_selector: vec![],

@@ -99,6 +99,7 @@ impl RawOptions {
             ignored_workloads,
             custom_kinds,
             restart_by_eviction: self.restart_by_eviction,
+            reload_pods: self.reload_pods,
             namespace_scope,
             resource_label_selector,
             argo_rollouts,

@@ -2,11 +2,12 @@
 //! untyped JSON. Its pod template is taken from the declared pointer, and reloads are JSON patches
 //! there; or, for a kind whose operator copies only an annotations map to its pods, that map
 //! stands for the template's annotations (no containers), and the marker annotation is patched
-//! into it.
+//! into it. Pods as reload targets (`--reload-pods`) are read the same way, as their own
+//! template, and never written.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use reloader_core::custom_kind::{CustomKind, PodTarget};
 use reloader_core::json_patch::template_json_patch;
@@ -43,6 +44,11 @@ impl CustomObject {
                 None | Some(Value::Null) => Some(annotations_template(None)),
                 Some(map) => BTreeMap::deserialize(map).ok().map(|map| annotations_template(Some(map))),
             },
+            // A pod is its own template: its metadata (the annotations) and its spec.
+            PodTarget::Pod => object
+                .get("spec")
+                .and_then(|spec| PodSpec::deserialize(spec).ok())
+                .map(|spec| PodTemplateSpec { metadata: Some(metadata.clone()), spec: Some(spec) }),
         };
         CustomObject { declared, metadata, template }
     }
@@ -92,6 +98,8 @@ impl Workload for CustomObject {
             PodTarget::Template(pointer) => {
                 guarded_json_patch(&self.metadata, template, pointer.as_str(), changes, ctx)
             }
+            // A pod is evicted, never written (docs/beyond-stakater.md §14).
+            PodTarget::Pod => None,
             PodTarget::Annotations(map) => {
                 // The patch of a template at the root, its annotation paths moved to the map; the
                 // first operation, the `resourceVersion` test, stays on the object.

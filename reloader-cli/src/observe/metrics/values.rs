@@ -574,6 +574,8 @@ pub(crate) enum EvictionResult {
     Blocked,
     /// Any other failure; tried again later.
     Failed,
+    /// A pod a change reloads has no controller owner: not evicted (docs/beyond-stakater.md §14).
+    NoOwner,
 }
 
 impl EvictionResult {
@@ -582,6 +584,7 @@ impl EvictionResult {
             EvictionResult::Evicted => "evicted",
             EvictionResult::Blocked => "blocked",
             EvictionResult::Failed => "failed",
+            EvictionResult::NoOwner => "no_owner",
         }
     }
 }
