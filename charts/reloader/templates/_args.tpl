@@ -68,6 +68,7 @@ binary's own default applies.
 {{- if not (kindIs "invalid" $r.maxWritesPerSecond) }}{{ $args = append $args (printf "--max-writes-per-second=%v" $r.maxWritesPerSecond) }}{{ end -}}
 {{- if $r.dryRun }}{{ $args = append $args "--dry-run" }}{{ end -}}
 {{- if $r.restartByEviction }}{{ $args = append $args "--restart-by-eviction=true" }}{{ end -}}
+{{- if $r.reloadPods }}{{ $args = append $args "--reload-pods=true" }}{{ end -}}
 {{- if not (kindIs "invalid" $r.ignoredSecretTypes) -}}
   {{- $types := include "reloader.csvList" $r.ignoredSecretTypes | fromJsonArray -}}
   {{- $args = append $args (printf "--ignored-secret-types=%s" (join "," $types)) -}}

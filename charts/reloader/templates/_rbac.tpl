@@ -59,11 +59,19 @@ Call with (dict "root" $ "cluster" true|false).
   resources: ["secretproviderclasspodstatuses", "secretproviderclasses"]
   verbs: ["get", "list", "watch"]
 {{- end }}
-{{- if and $r.restartByEviction (not $r.dryRun) (not $r.webhookUrl) }}
+{{- $evicts := and (or $r.restartByEviction $r.reloadPods) (not $r.dryRun) (not $r.webhookUrl) }}
+{{- if $r.reloadPods }}
+{{- /* Pods as reload targets: the labelled pods are watched (and evicted, below). */}}
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list", "watch"]
+{{- else if $evicts }}
 {{- /* Restart by eviction: each opted-in workload's pods are listed, and evicted. */}}
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list"]
+{{- end }}
+{{- if $evicts }}
 - apiGroups: [""]
   resources: ["pods/eviction"]
   verbs: ["create"]

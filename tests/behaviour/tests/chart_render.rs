@@ -73,6 +73,13 @@ fn rows() -> Vec<Row> {
             json!({"reloader": {"restartByEviction": true, "dryRun": true}}),
             None,
         ),
+        row("reloadPods=true", json!({"reloader": {"reloadPods": true}}), None),
+        row(
+            "reloadPods=true, restartByEviction=true, namespaced",
+            json!({"reloader": {"reloadPods": true, "restartByEviction": true, "watchGlobally": false, "namespaces": ["a", "b"]}}),
+            Some(namespaced_ab),
+        ),
+        row("reloadPods=true, dry run", json!({"reloader": {"reloadPods": true, "dryRun": true}}), None),
         row(
             "namespaces=[a,b]",
             json!({"reloader": {"watchGlobally": false, "namespaces": ["a", "b"]}}),
@@ -440,6 +447,9 @@ fn expected_args(values: &Value) -> Vec<String> {
     if on(&r["restartByEviction"]) {
         args.push("--restart-by-eviction=true".into());
     }
+    if on(&r["reloadPods"]) {
+        args.push("--reload-pods=true".into());
+    }
     if !r["ignoredSecretTypes"].is_null() {
         args.push(format!("--ignored-secret-types={}", csv(&r["ignoredSecretTypes"]).join(",")));
     }
@@ -508,8 +518,13 @@ fn expected_grants(values: &Value) -> BTreeSet<Grant> {
             let csi = ["secretproviderclasspodstatuses", "secretproviderclasses"];
             grant(scope, "secrets-store.csi.x-k8s.io", &csi, &read);
         }
-        // Restart by eviction lists the pods and evicts them; nothing when nothing is written.
-        if on(&r["restartByEviction"]) && !on(&r["dryRun"]) && text(&r["webhookUrl"]).is_empty() {
+        // Restart by eviction lists the pods and evicts them; pods as reload targets are
+        // watched, and evicted. No eviction when nothing is written.
+        let writes = !on(&r["dryRun"]) && text(&r["webhookUrl"]).is_empty();
+        if on(&r["reloadPods"]) {
+            grant(scope, "", &["pods"], &watch);
+        }
+        if (on(&r["restartByEviction"]) || on(&r["reloadPods"])) && writes {
             grant(scope, "", &["pods"], &["list"]);
             grant(scope, "", &["pods/eviction"], &["create"]);
         }

@@ -76,7 +76,7 @@ fn probe_object(kind: WorkloadKind) -> Value {
         // A declared kind: the template at its pointer, replicas 0 and a selector beside it.
         WorkloadKind::Custom(custom) => {
             let mut spec = json!({ "replicas": 0, "selector": selector });
-            put(&mut spec, &custom.target.pointer().as_str()["/spec".len()..], template("Always", None));
+            put(&mut spec, &custom.target.pointer()["/spec".len()..], template("Always", None));
             spec
         }
     };
@@ -163,24 +163,53 @@ impl Probe {
         self.api(&resource(kind))
             .patch(&probe_name(kind), &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
-        let pods: Api<k8s_openapi::api::core::v1::Pod> =
-            Api::namespaced(self.client.clone(), &self.namespace);
-        let selector = format!("app={}", probe_name(kind));
-        reloader_harness::wait_until(
-            "the evicting probe's pod to be Ready",
-            std::time::Duration::from_secs(60),
-            || async {
-                let listed = pods.list(&ListParams::default().labels(&selector)).await?;
-                let ready = listed.items.iter().any(|pod| {
-                    pod.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|conditions| {
-                        conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-                    })
-                });
-                if ready { Ok(()) } else { Err(reloader_harness::NotYet("no Ready pod yet".into())) }
-            },
-        )
-        .await?;
+        self.wait_for_ready_pod(&probe_name(kind)).await?;
         self.mark().await
+    }
+
+    /// Adds a reload-target pod (docs/beyond-stakater.md §14): a ReplicaSet of one whose pod is
+    /// labelled `reloader.dev/reload-pod: "true"` and annotated to reload for the probe ConfigMap,
+    /// so each change of it evicts that pod. Waits until the pod runs (Ready).
+    pub async fn add_reload_pod(&mut self) -> Result<(), PlaneError> {
+        let name = "probe-pods";
+        let labels = json!({ "app": name, "reloader.dev/reload-pod": "true" });
+        let replicaset: k8s_openapi::api::apps::v1::ReplicaSet = serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "spec": {
+                "replicas": 1,
+                "selector": { "matchLabels": { "app": name } },
+                "template": {
+                    "metadata": {
+                        "labels": labels,
+                        "annotations": { "configmap.reloader.stakater.com/reload": CONFIG_MAP },
+                    },
+                    "spec": { "containers": [{
+                        "name": "app",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "envFrom": [{ "configMapRef": { "name": CONFIG_MAP } }],
+                    }] },
+                },
+            },
+        }))
+        .expect("a ReplicaSet manifest");
+        Api::namespaced(self.client.clone(), &self.namespace).create(&PostParams::default(), &replicaset).await?;
+        self.wait_for_ready_pod(name).await
+    }
+
+    /// Waits until a pod labelled `app=<app>` is Ready.
+    async fn wait_for_ready_pod(&self, app: &str) -> Result<(), PlaneError> {
+        let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(self.client.clone(), &self.namespace);
+        let selector = format!("app={app}");
+        reloader_harness::wait_until(&format!("a Ready pod of {app}"), std::time::Duration::from_secs(60), || async {
+            let listed = pods.list(&ListParams::default().labels(&selector)).await?;
+            let ready = listed.items.iter().any(|pod| {
+                pod.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|conditions| {
+                    conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                })
+            });
+            if ready { Ok(()) } else { Err(reloader_harness::NotYet("no Ready pod yet".into())) }
+        })
+        .await
     }
 
     pub fn kinds(&self) -> Vec<WorkloadKind> {

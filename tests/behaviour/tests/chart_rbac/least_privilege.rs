@@ -88,6 +88,17 @@ async fn least_privilege_restart_by_eviction() {
     least_privilege(set, |removal| removal.summary.contains("pods")).await;
 }
 
+/// The pod rules of `reloadPods`: the labelled pods are watched (a denied list or watch is logged
+/// as forbidden), and each reload of the reload-target pod evicts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn least_privilege_reload_pods() {
+    let mut set =
+        ValuesSet::new("reloadPods=true", Scope::Global, |_| json!({ "reloader": { "reloadPods": true } }));
+    set.kinds = vec![WorkloadKind::Deployment];
+    set.reload_pod = true;
+    least_privilege(set, |removal| removal.summary.contains("pods")).await;
+}
+
 /// Runs the release once with all its rules (it must complete) and once per cut of the
 /// `selected` rules (each must fall short), a few namespaced runs at a time.
 async fn least_privilege(set: ValuesSet, selected: fn(&RuleRemoval) -> bool) {
@@ -155,6 +166,9 @@ async fn trial(
         Probe::create(&client, namespace.name(), &set.kinds).await.expect("creating probe workloads");
     if set.evicting {
         probe.opt_in_eviction().await.expect("opting the StatefulSet probe in to eviction");
+    }
+    if set.reload_pod {
+        probe.add_reload_pod().await.expect("adding the reload-target pod");
     }
 
     let _isolation = isolate(set.scope).await;

@@ -163,6 +163,8 @@ struct ValuesSet {
     secrets: Secrets,
     /// The StatefulSet probe restarts by eviction ([`Probe::opt_in_eviction`]).
     evicting: bool,
+    /// A reload-target pod beside the probes ([`Probe::add_reload_pod`]).
+    reload_pod: bool,
 }
 
 impl ValuesSet {
@@ -175,6 +177,7 @@ impl ValuesSet {
             crds: &[],
             secrets: Secrets::Watched,
             evicting: false,
+            reload_pod: false,
         }
     }
 }

@@ -1,4 +1,5 @@
-//! Restart by eviction (docs/behaviour.md §J, J70–J75), on the plane with its real controllers
+//! Restart by eviction (docs/behaviour.md §J, J70–J75; pods as reload targets, J76–J77, in
+//! `pod_targets.rs`), on the plane with its real controllers
 //! (the StatefulSet, DaemonSet and disruption controllers of kube-controller-manager; KWOK's
 //! pods) and the real binary with `--restart-by-eviction`.
 //!
@@ -12,6 +13,7 @@
 
 #[path = "../ha_support/mod.rs"]
 mod ha_support;
+mod pod_targets;
 mod pods;
 mod support;
 
