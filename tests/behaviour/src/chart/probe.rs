@@ -192,23 +192,30 @@ impl Probe {
             },
         }))
         .expect("a ReplicaSet manifest");
-        Api::namespaced(self.client.clone(), &self.namespace).create(&PostParams::default(), &replicaset).await?;
+        Api::namespaced(self.client.clone(), &self.namespace)
+            .create(&PostParams::default(), &replicaset)
+            .await?;
         self.wait_for_ready_pod(name).await
     }
 
     /// Waits until a pod labelled `app=<app>` is Ready.
     async fn wait_for_ready_pod(&self, app: &str) -> Result<(), PlaneError> {
-        let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(self.client.clone(), &self.namespace);
+        let pods: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(self.client.clone(), &self.namespace);
         let selector = format!("app={app}");
-        reloader_harness::wait_until(&format!("a Ready pod of {app}"), std::time::Duration::from_secs(60), || async {
-            let listed = pods.list(&ListParams::default().labels(&selector)).await?;
-            let ready = listed.items.iter().any(|pod| {
-                pod.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|conditions| {
-                    conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-                })
-            });
-            if ready { Ok(()) } else { Err(reloader_harness::NotYet("no Ready pod yet".into())) }
-        })
+        reloader_harness::wait_until(
+            &format!("a Ready pod of {app}"),
+            std::time::Duration::from_secs(60),
+            || async {
+                let listed = pods.list(&ListParams::default().labels(&selector)).await?;
+                let ready = listed.items.iter().any(|pod| {
+                    pod.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|conditions| {
+                        conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                    })
+                });
+                if ready { Ok(()) } else { Err(reloader_harness::NotYet("no Ready pod yet".into())) }
+            },
+        )
         .await
     }
 

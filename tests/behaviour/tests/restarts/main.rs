@@ -1,4 +1,4 @@
-//! Restart by eviction (docs/behaviour.md §J, J70–J75; pods as reload targets, J76–J77, in
+//! Restart by eviction (docs/behaviour.md §J, J70–J75; pods as reload targets, J76–J78, in
 //! `pod_targets.rs`), on the plane with its real controllers
 //! (the StatefulSet, DaemonSet and disruption controllers of kube-controller-manager; KWOK's
 //! pods) and the real binary with `--restart-by-eviction`.

@@ -1,4 +1,4 @@
-//! Pods as reload targets (docs/behaviour.md §J, J76–J77): pods labelled
+//! Pods as reload targets (docs/behaviour.md §J, J76–J78): pods labelled
 //! `reloader.dev/reload-pod: "true"` carry the reload annotations themselves, as an operator's
 //! pods do when there is no workload reloader could write. Here the owner is a ReplicaSet
 //! created directly (kube-controller-manager's ReplicaSet controller replaces an evicted pod under
@@ -14,6 +14,7 @@ use reloader_harness::{NotYet, wait_until};
 use reloader_tests::fixtures::{Kind, ResourceRef, Strategy, TestEnv, WorkloadSpec, event_occurrences};
 use serde_json::json;
 
+use super::ha_support::{Timings, start_replicas, wait_for_holder, wait_for_single_leader};
 use super::pods::PodWatch;
 use super::support::{
     BLOCKED, EVICTED, EVICTOR_LOOKS, FAILED, POD_EVICTED, REACTION, RESTARTS_DONE, evicted_message, metric,
@@ -30,8 +31,10 @@ const POD_NOT_EVICTED: &str = "PodNotEvicted";
 /// A pod template of `app` with its env from `configmap`, labelled a reload target or not, and
 /// annotated to reload for that ConfigMap.
 fn annotated_template(app: &str, configmap: &str, labelled: bool) -> serde_json::Value {
-    let mut template = serde_json::to_value(WorkloadSpec::new(Kind::Deployment, app).env_from_configmap(configmap).template())
-        .expect("a pod template");
+    let mut template = serde_json::to_value(
+        WorkloadSpec::new(Kind::Deployment, app).env_from_configmap(configmap).template(),
+    )
+    .expect("a pod template");
     if labelled {
         template["metadata"]["labels"][POD_LABEL] = json!("true");
     }
@@ -40,7 +43,14 @@ fn annotated_template(app: &str, configmap: &str, labelled: bool) -> serde_json:
 }
 
 /// A ReplicaSet of `replicas` with [`annotated_template`]; waits until its pods are Ready.
-async fn replicaset(client: &Client, namespace: &str, app: &str, replicas: usize, configmap: &str, labelled: bool) -> ReplicaSet {
+async fn replicaset(
+    client: &Client,
+    namespace: &str,
+    app: &str,
+    replicas: usize,
+    configmap: &str,
+    labelled: bool,
+) -> ReplicaSet {
     let object: ReplicaSet = serde_json::from_value(json!({
         "metadata": { "name": app },
         "spec": {
@@ -50,7 +60,8 @@ async fn replicaset(client: &Client, namespace: &str, app: &str, replicas: usize
         },
     }))
     .expect("a ReplicaSet manifest");
-    let created = Api::namespaced(client.clone(), namespace).create(&PostParams::default(), &object).await.unwrap();
+    let created =
+        Api::namespaced(client.clone(), namespace).create(&PostParams::default(), &object).await.unwrap();
     wait_pods_available(client, namespace, app, replicas).await;
     created
 }
@@ -150,7 +161,11 @@ async fn j77_a_labelled_pod_without_an_owner_is_not_deleted() {
         resources.update_data(&settings, &[("level", level)]).await.unwrap();
         let messages = wait_until(&format!("PodNotEvicted Event number {change}"), REACTION, || async {
             let messages = pod_events(client, ns.name(), "solo", POD_NOT_EVICTED).await;
-            if messages.len() >= change { Ok(messages) } else { Err(NotYet::because(format!("{messages:?}"))) }
+            if messages.len() >= change {
+                Ok(messages)
+            } else {
+                Err(NotYet::because(format!("{messages:?}")))
+            }
         })
         .await
         .unwrap_or_else(|error| panic!("{error}"));
@@ -165,4 +180,54 @@ async fn j77_a_labelled_pod_without_an_owner_is_not_deleted() {
     assert!(now.metadata.deletion_timestamp.is_none(), "not deleted");
     assert_eq!(metric(&reloader, NO_OWNER).await, 2.0);
     assert_eq!(metric(&reloader, EVICTED).await, 0.0);
+}
+
+/// J78: the leader of two HA replicas is killed (SIGKILL) right after its first eviction of a
+/// four-pod ReplicaSet's labelled pods; the standby, which saw the same change, takes the Lease
+/// and evicts the other three: every original pod evicted once, no replacement evicted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn j78_a_new_leader_evicts_the_pods_still_due() {
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
+    let settings = ResourceRef::configmap("settings");
+    resources.create(&settings, &[("level", "1")]).await.unwrap();
+    replicaset(client, ns.name(), "cache", 4, "settings", true).await;
+    let pods = PodWatch::start(client, ns.name(), "cache", 4).await;
+    let originals = pods.history().live_names();
+    let names = ["r1", "r2"];
+    let mut replicas = start_replicas(plane, ns.name(), &names, Timings::FAST, &[FLAG]).await;
+    let all: Vec<_> = replicas.iter().collect();
+    let first = wait_for_single_leader(client, ns.name(), &all, &names, REACTION).await.unwrap();
+    let standby = 1 - first;
+
+    resources.update_data(&settings, &[("level", "2")]).await.unwrap();
+    // Killed once the first eviction shows, within the 2 s the evictor then waits before it
+    // looks again (and before that pod's replacement is Ready).
+    pods.wait_for("the first eviction", REACTION, |h| {
+        if h.evicted.is_empty() { Err("none yet".into()) } else { Ok(()) }
+    })
+    .await;
+    replicas[first].kill();
+    assert_eq!(pods.history().evicted.len(), 1, "the old leader was to be killed after its first eviction");
+    wait_for_holder(client, ns.name(), "the standby to lead", REACTION, |h| h == names[standby])
+        .await
+        .unwrap();
+    let history = pods
+        .wait_for("every labelled pod replaced", REACTION, |h| {
+            let live = h.live_names();
+            let ready = h.live.values().filter(|pod| super::pods::is_available(pod)).count();
+            match live.keys().any(|uid| originals.contains_key(uid)) || live.len() != 4 || ready != 4 {
+                true => Err(format!("{live:?}, {ready} Ready")),
+                false => Ok(()),
+            }
+        })
+        .await;
+    tokio::time::sleep(EVICTOR_LOOKS).await;
+    assert_eq!(pods.history().evicted, history.evicted, "a replacement was evicted");
+    let evicted: BTreeMap<String, String> = history.evicted.iter().cloned().collect();
+    assert_eq!(evicted, originals, "each original pod evicted");
+    assert_eq!(history.evicted.len(), 4, "once: {:?}", history.evicted);
+    assert_eq!(history.deleted, history.evicted, "every pod that went was evicted");
+    assert_eq!(metric(&replicas[standby], EVICTED).await, 3.0, "the new leader evicted the other three");
+    assert_eq!(metric(&replicas[standby], RESTARTS_DONE).await, 1.0);
 }
