@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::Pod;
 use reloader_core::model::{ResourceKey, WorkloadKey, WorkloadKind};
 use reloader_core::restart::pods::{ListedPod, sort_due};
-use reloader_core::restart::{EvictionPolicy, Progress, ProgressState, Step, next_step};
+use reloader_core::restart::{EvictionPolicy, PodState, Progress, Step, next_step};
 use tracing::{debug, info, warn};
 
 use super::{Evictor, Failure, pod_is_ready};
@@ -23,11 +23,11 @@ use crate::observe::metrics::{EvictionResult, RestartOutcome};
 /// The restarts of due pods under way, by namespace and owner `uid`.
 pub(crate) type PodOwners = BTreeMap<(String, String), OwnerRestart>;
 
-/// One owner's restart, in memory: how far it got, and how many pods the owner had (a pod
-/// evicted and not yet replaced counts as unavailable).
+/// One owner's restart once a pod of it was evicted, in memory: how far it got, and how many
+/// pods the owner had (a pod evicted and not yet replaced counts as missing).
 #[derive(Debug, Clone)]
 pub(crate) struct OwnerRestart {
-    progress: Option<Progress>,
+    progress: Progress,
     desired: u32,
 }
 
@@ -92,91 +92,91 @@ impl Evictor {
             self.restarts.forget(&key);
         }
         for (owner, states) in sorted.owners {
-            let owner_key = (namespace.to_owned(), owner);
-            let restart = self.pod_owners.lock().expect("restarts lock").get(&owner_key).cloned();
-            let restart = restart.unwrap_or(OwnerRestart { progress: None, desired: 0 });
-            let desired = restart.desired.max(states.len() as u32);
-            // The limits of the owner's first due pod (its pods share their owner's template).
-            let first_due = states.iter().find(|p| !p.current).map(|p| p.name.as_str());
-            let annotations = first_due
-                .and_then(|name| pods.iter().find(|p| p.metadata.name.as_deref() == Some(name)))
-                .and_then(|pod| pod.metadata.annotations.as_ref());
-            let policy = match EvictionPolicy::limits(annotations) {
-                Ok(policy) => policy,
-                Err(problem) => {
-                    let key = pod_key(namespace, first_due.unwrap_or_default());
-                    warn!(pod = %key, %problem, "reloading pods: not evicted");
-                    self.events.record(WorkloadEvent::invalid_annotation(
-                        self.pod_target(&key, &pods),
-                        problem.to_string(),
-                    ));
-                    states
-                        .iter()
-                        .filter(|p| !p.current)
-                        .for_each(|p| self.restarts.forget(&pod_key(namespace, &p.name)));
-                    self.pod_owners.lock().expect("restarts lock").remove(&owner_key);
-                    continue;
-                }
-            };
-            let now = (self.clock)();
-            let step = next_step(policy, restart.progress.as_ref(), TARGET, &states, Some(desired), now);
-            let mut ended = false;
-            let mut progress = restart.progress.clone();
-            match step {
-                Step::Evict { pods: names } => {
-                    let mut evicted = 0;
-                    for name in &names {
-                        let key = pod_key(namespace, name);
-                        if self.evict(&key).await {
-                            evicted += 1;
-                            let so_far = progress.as_ref().map_or(0, |p| p.evicted) + evicted;
-                            self.events.record(WorkloadEvent::pod_evicted(
-                                self.pod_target(&key, &pods),
-                                name,
-                                so_far,
-                            ));
-                            self.restarts.forget(&key);
-                        }
-                    }
-                    if evicted > 0 {
-                        progress = Some(Progress::after_evictions(progress.as_ref(), TARGET, evicted, now));
-                    }
-                }
-                Step::Wait => {}
-                Step::Done { .. } => {
-                    if progress.as_ref().is_some_and(|p| p.state == ProgressState::Evicting) {
-                        let evicted = progress.as_ref().map_or(0, |p| p.evicted);
-                        self.metrics.restart_ended(RestartOutcome::Done);
-                        info!(%namespace, owner = %owner_key.1, evicted, "reloading pods: done");
-                    }
-                    ended = true;
-                }
-                Step::Stop { progress: stopped, waited } => {
-                    warn!(%namespace, owner = %owner_key.1, evicted = stopped.evicted, waited_s = waited.as_secs(),
-                        "reloading pods: a replacement pod is not Ready; stopped, no further evictions until the next change");
-                    self.metrics.restart_ended(RestartOutcome::Stopped);
-                    // Said on a pod still due, or else on any pod of the owner.
-                    let named = first_due.or_else(|| states.first().map(|p| p.name.as_str()));
-                    if let Some(name) = named {
-                        let key = pod_key(namespace, name);
-                        let target = self.pod_target(&key, &pods);
-                        self.events.record(WorkloadEvent::eviction_stopped(target, waited, stopped.evicted));
-                    }
-                    states
-                        .iter()
-                        .filter(|p| !p.current)
-                        .for_each(|p| self.restarts.forget(&pod_key(namespace, &p.name)));
-                    ended = true;
-                }
-                Step::Stopped => ended = true,
+            self.step_owner(namespace, owner, &states, &pods).await;
+        }
+    }
+
+    /// One step of the restart of `owner`'s due pods (`states`: every labelled pod of it).
+    async fn step_owner(&self, namespace: &str, owner: String, states: &[PodState], pods: &[Pod]) {
+        let owner_key = (namespace.to_owned(), owner);
+        let restart = self.pod_owners.lock().expect("restarts lock").get(&owner_key).cloned();
+        // Before its first eviction an owner wants the pods it has; from then on, at least as many.
+        let desired = restart.as_ref().map_or(0, |r| r.desired).max(states.len() as u32);
+        // The limits of the owner's first due pod (its pods share their owner's template).
+        let first_due = states.iter().find(|p| !p.current).map(|p| p.name.as_str());
+        let annotations = first_due
+            .and_then(|name| pods.iter().find(|p| p.metadata.name.as_deref() == Some(name)))
+            .and_then(|pod| pod.metadata.annotations.as_ref());
+        let policy = match EvictionPolicy::limits(annotations) {
+            Ok(policy) => policy,
+            Err(problem) => {
+                let key = pod_key(namespace, first_due.unwrap_or_default());
+                warn!(pod = %key, %problem, "reloading pods: not evicted");
+                let target = self.pod_target(&key, pods);
+                self.events.record(WorkloadEvent::invalid_annotation(target, problem.to_string()));
+                self.forget_due(namespace, states);
+                self.pod_owners.lock().expect("restarts lock").remove(&owner_key);
+                return;
             }
-            let mut owners = self.pod_owners.lock().expect("restarts lock");
-            if ended {
-                owners.remove(&owner_key);
-            } else if progress.is_some() || !owners.contains_key(&owner_key) {
-                // Counted from the first look, before any pod of it is evicted.
+        };
+        let now = (self.clock)();
+        let mut progress = restart.map(|r| r.progress);
+        let mut ended = false;
+        match next_step(policy, progress.as_ref(), TARGET, states, Some(desired), now) {
+            Step::Evict { pods: names } => {
+                let mut evicted = 0;
+                for name in &names {
+                    let key = pod_key(namespace, name);
+                    if self.evict(&key).await {
+                        evicted += 1;
+                        let so_far = progress.as_ref().map_or(0, |p| p.evicted) + evicted;
+                        let target = self.pod_target(&key, pods);
+                        self.events.record(WorkloadEvent::pod_evicted(target, name, so_far));
+                        self.restarts.forget(&key);
+                    }
+                }
+                if evicted > 0 {
+                    progress = Some(Progress::after_evictions(progress.as_ref(), TARGET, evicted, now));
+                }
+            }
+            Step::Wait => {}
+            Step::Done { .. } => {
+                if let Some(progress) = &progress {
+                    self.metrics.restart_ended(RestartOutcome::Done);
+                    info!(%namespace, owner = %owner_key.1, evicted = progress.evicted, "reloading pods: done");
+                }
+                ended = true;
+            }
+            Step::Stop { progress: stopped, waited } => {
+                warn!(%namespace, owner = %owner_key.1, evicted = stopped.evicted, waited_s = waited.as_secs(),
+                    "reloading pods: a replacement pod is not Ready; stopped, no further evictions until the next change");
+                self.metrics.restart_ended(RestartOutcome::Stopped);
+                // Said on a pod still due, or else on any pod of the owner.
+                if let Some(name) = first_due.or_else(|| states.first().map(|p| p.name.as_str())) {
+                    let target = self.pod_target(&pod_key(namespace, name), pods);
+                    self.events.record(WorkloadEvent::eviction_stopped(target, waited, stopped.evicted));
+                }
+                self.forget_due(namespace, states);
+                ended = true;
+            }
+            Step::Stopped => ended = true,
+        }
+        // Under way once a pod of it was evicted; until then its due pods are all it has.
+        let mut owners = self.pod_owners.lock().expect("restarts lock");
+        match progress {
+            Some(progress) if !ended => {
                 owners.insert(owner_key, OwnerRestart { progress, desired });
             }
+            _ => {
+                owners.remove(&owner_key);
+            }
+        }
+    }
+
+    /// No further evictions for these pods until a change makes them due again.
+    fn forget_due(&self, namespace: &str, states: &[PodState]) {
+        for pod in states.iter().filter(|p| !p.current) {
+            self.restarts.forget(&pod_key(namespace, &pod.name));
         }
     }
 

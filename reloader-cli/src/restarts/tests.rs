@@ -413,3 +413,24 @@ async fn a_replacement_pod_not_ready_in_time_stops_the_owners_restart() {
     assert!(evictor.pod_restarts_idle() && evictor.restarts.is_idle());
     assert!(metrics.encode().contains(r#"reloader_eviction_restarts_total{outcome="stopped"} 1"#));
 }
+
+/// An owner is under way only once one of its pods was evicted: one whose due pods all went
+/// before that leaves nothing behind to look at.
+#[tokio::test]
+async fn due_pods_that_go_before_any_eviction_leave_nothing_behind() {
+    let api = ScriptedPods::new(
+        vec![labelled_pod("a-1", Some("rs-a"), true), labelled_pod("a-2", Some("rs-a"), false)],
+        true,
+    );
+    let events = Arc::new(Events::default());
+    let metrics = Metrics::new(false);
+    let evictor = evictor(api.clone(), events.clone(), &metrics, || 100);
+    due(&evictor, &["a-1"]);
+    evictor.step_pods().await;
+    assert!(api.evicted.lock().unwrap().is_empty(), "a-2 is not Ready: waiting");
+    assert!(evictor.pod_restarts_idle(), "nothing evicted: no restart under way");
+    api.pods.lock().unwrap().clear();
+    evictor.step_pods().await;
+    assert!(evictor.restarts.is_idle() && evictor.pod_restarts_idle());
+    assert!(events.0.lock().unwrap().is_empty());
+}
