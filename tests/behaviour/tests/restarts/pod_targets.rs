@@ -15,7 +15,7 @@ use reloader_tests::fixtures::{Kind, ResourceRef, Strategy, TestEnv, WorkloadSpe
 use serde_json::json;
 
 use super::ha_support::{Timings, start_replicas, wait_for_holder, wait_for_single_leader};
-use super::pods::PodWatch;
+use super::pods::{History, PodWatch, is_available};
 use super::support::{
     BLOCKED, EVICTED, EVICTOR_LOOKS, FAILED, POD_EVICTED, REACTION, RESTARTS_DONE, evicted_message, metric,
     start_reloader, wait_pods_available,
@@ -80,6 +80,31 @@ async fn pod_events(client: &Client, namespace: &str, pod: &str, reason: &str) -
     messages
 }
 
+/// Waits until every original pod (uid → name) is replaced by a Ready one, then checks that each
+/// original was evicted exactly once and nothing else went, even a little later (any eviction of
+/// a replacement would come within the evictor's next looks); returns the history then.
+async fn replaced_once(pods: &PodWatch, originals: &BTreeMap<String, String>) -> History {
+    let history = pods
+        .wait_for("every labelled pod replaced", REACTION, |h| {
+            let live = h.live_names();
+            let ready = h.live.values().filter(|pod| is_available(pod)).count();
+            let replaced = !live.keys().any(|uid| originals.contains_key(uid));
+            if replaced && live.len() == originals.len() && ready == live.len() {
+                Ok(())
+            } else {
+                Err(format!("{live:?}, {ready} Ready"))
+            }
+        })
+        .await;
+    tokio::time::sleep(EVICTOR_LOOKS).await;
+    assert_eq!(pods.history().evicted, history.evicted, "a replacement was evicted");
+    let evicted: BTreeMap<String, String> = history.evicted.iter().cloned().collect();
+    assert_eq!(&evicted, originals, "each original pod evicted");
+    assert_eq!(history.evicted.len(), originals.len(), "once: {:?}", history.evicted);
+    assert_eq!(history.deleted, history.evicted, "every pod that went was evicted");
+    history
+}
+
 /// J76: a ConfigMap change evicts each labelled pod that reloads for it once, one at a time (a
 /// replacement Ready before the next eviction), and never a replacement; the ReplicaSet itself
 /// is not written. Pods with the same annotation but without the label are not even watched.
@@ -98,24 +123,7 @@ async fn j76_labelled_pods_of_a_replicaset_are_evicted_one_at_a_time() {
     let reloader = start_reloader(&env, Strategy::EnvVars, &[FLAG]).await;
 
     resources.update_data(&settings, &[("level", "2")]).await.unwrap();
-    let history = pods
-        .wait_for("every labelled pod replaced", REACTION, |h| {
-            let live = h.live_names();
-            let ready = h.live.values().filter(|pod| super::pods::is_available(pod)).count();
-            match live.keys().any(|uid| originals.contains_key(uid)) || live.len() != 3 || ready != 3 {
-                true => Err(format!("{live:?}, {ready} Ready")),
-                false => Ok(()),
-            }
-        })
-        .await;
-    // Any eviction of a replacement would come within the evictor's next looks.
-    tokio::time::sleep(EVICTOR_LOOKS).await;
-    let history_after = pods.history();
-    assert_eq!(history_after.evicted, history.evicted, "a replacement was evicted");
-    let evicted: BTreeMap<String, String> = history.evicted.iter().cloned().collect();
-    assert_eq!(evicted, originals, "each original pod evicted, once");
-    assert_eq!(history.evicted.len(), 3, "{:?}", history.evicted);
-    assert_eq!(history.deleted, history.evicted, "every pod that went was evicted");
+    let history = replaced_once(&pods, &originals).await;
     assert_eq!(history.most_unavailable, 1, "pods unavailable at the worst moment: {}", history.worst_moment);
     for (n, (_, pod)) in history.evicted.iter().enumerate() {
         let messages = wait_until(&format!("the PodEvicted Event of {pod}"), REACTION, || async {
@@ -212,22 +220,7 @@ async fn j78_a_new_leader_evicts_the_pods_still_due() {
     wait_for_holder(client, ns.name(), "the standby to lead", REACTION, |h| h == names[standby])
         .await
         .unwrap();
-    let history = pods
-        .wait_for("every labelled pod replaced", REACTION, |h| {
-            let live = h.live_names();
-            let ready = h.live.values().filter(|pod| super::pods::is_available(pod)).count();
-            match live.keys().any(|uid| originals.contains_key(uid)) || live.len() != 4 || ready != 4 {
-                true => Err(format!("{live:?}, {ready} Ready")),
-                false => Ok(()),
-            }
-        })
-        .await;
-    tokio::time::sleep(EVICTOR_LOOKS).await;
-    assert_eq!(pods.history().evicted, history.evicted, "a replacement was evicted");
-    let evicted: BTreeMap<String, String> = history.evicted.iter().cloned().collect();
-    assert_eq!(evicted, originals, "each original pod evicted");
-    assert_eq!(history.evicted.len(), 4, "once: {:?}", history.evicted);
-    assert_eq!(history.deleted, history.evicted, "every pod that went was evicted");
+    replaced_once(&pods, &originals).await;
     assert_eq!(metric(&replicas[standby], EVICTED).await, 3.0, "the new leader evicted the other three");
     assert_eq!(metric(&replicas[standby], RESTARTS_DONE).await, 1.0);
 }
