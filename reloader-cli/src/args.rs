@@ -192,6 +192,16 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", default_value = "0s")]
     pub coalesce_period: String,
 
+    /// The maintenance windows of every workload that sets none with
+    /// `reloader.dev/maintenance-window`, e.g. "Mon-Fri 02:00-04:00 Europe/Berlin" (empty: none)
+    #[arg(long, value_name = "WINDOWS", default_value = "")]
+    pub maintenance_window: String,
+
+    /// Stop reloading a workload reloaded more than this often ("<reloads>/<duration>"), until an
+    /// operator deletes its `reloader.dev/reload-loop-stopped` annotation; "off" disables it
+    #[arg(long, value_name = "N/DURATION", default_value = "20/10m")]
+    pub loop_guard: String,
+
     /// Global limit on workload writes per second, so a fan-out to thousands of workloads cannot
     /// flood the API server (0: no limit)
     #[arg(long, value_name = "RATE", default_value_t = 200.0)]
@@ -329,6 +339,8 @@ impl From<RunArgs> for RawOptions {
             leader_election_retry_period,
             leader_election_release_on_cancel,
             coalesce_period,
+            maintenance_window,
+            loop_guard,
             max_writes_per_second,
             dry_run,
             ignored_secret_types,

@@ -141,7 +141,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         let index = index.clone();
         Box::new(move || {
             let stats = index.read().expect("index lock").stats();
-            (stats.resources as u64, stats.workloads as u64)
+            (stats.resources as u64, stats.workloads as u64, stats.loops_stopped as u64)
         })
     });
     let scope = ScopeFilter::new(&options.namespace_scope);
@@ -203,6 +203,8 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
                 max_writes_per_second: options.max_writes_per_second,
                 dry_run: options.dry_run,
                 keys: options.keys.clone(),
+                default_windows: options.default_windows.clone(),
+                loop_guard: options.loop_guard,
             },
             ExecutorIo {
                 api: Arc::new(KubeWorkloadApi::new(writes_client.clone())),

@@ -85,11 +85,14 @@ pub enum SkipReason {
     Suspended,
     /// The workload already carries the marker this change would write.
     AlreadyCurrent,
+    /// The loop guard stopped the workload's reloads until an operator clears its annotation
+    /// (docs/beyond-stakater.md §15).
+    LoopStopped,
 }
 
 impl SkipReason {
     #[cfg(test)]
-    pub(crate) const ALL: [SkipReason; 9] = [
+    pub(crate) const ALL: [SkipReason; 10] = [
         SkipReason::ResourceIgnored,
         SkipReason::Excluded,
         SkipReason::NotAnnotated,
@@ -99,6 +102,7 @@ impl SkipReason {
         SkipReason::NoTemplate,
         SkipReason::Suspended,
         SkipReason::AlreadyCurrent,
+        SkipReason::LoopStopped,
     ];
 
     /// The metric label value.
@@ -113,6 +117,7 @@ impl SkipReason {
             SkipReason::NoTemplate => "no_template",
             SkipReason::Suspended => "suspended",
             SkipReason::AlreadyCurrent => "already_current",
+            SkipReason::LoopStopped => "loop_stopped",
         }
     }
 }
@@ -147,6 +152,9 @@ pub(crate) fn decide(workload: &WorkloadView, resource: &ResourceView, opts: &De
     }
     if workload.suspended && !opts.allow_suspended_cronjobs {
         return Decision::Skip(SkipReason::Suspended);
+    }
+    if workload.loop_stopped() {
+        return Decision::Skip(SkipReason::LoopStopped);
     }
     let key = &resource.key;
     let containers = workload.containers.len();

@@ -59,6 +59,8 @@ pub struct IndexStats {
     pub(crate) reverse_entries: usize,
     /// Workloads whose explicit lists hold patterns.
     pub(crate) pattern_holders: usize,
+    /// Workloads whose reloads the loop guard stopped.
+    pub loops_stopped: usize,
 }
 
 /// A change the index met before the workload it concerns, planned for that workload.
@@ -351,17 +353,7 @@ impl Index {
         for StoredResource { view: resource, .. } in &self.resources {
             for id in self.lookup.candidate_ids(&resource.key) {
                 let Some(workload) = self.workloads.get(id) else { continue };
-                let stale =
-                    match workload.markers.recorded_hash(&resource.key, workload.strategy(opts.strategy)) {
-                        Some(recorded) => {
-                            recorded != marker_hash(workload, resource) && recorded != DELETE_MARKER_HASH
-                        }
-                        None => false,
-                    };
-                if !stale {
-                    continue;
-                }
-                if let Ok(change) = plan(workload, resource, ResourceEventKind::Updated, opts) {
+                if let Some(change) = stale_change(workload, resource, opts) {
                     changes.push((workload.key.clone(), change));
                 }
             }
@@ -372,12 +364,43 @@ impl Index {
         changes
     }
 
+    /// [`Index::catch_up`] for one workload: what it needs now that its reloads may go on again
+    /// (the loop guard's stop was cleared, docs/beyond-stakater.md §15). Ordered by resource key.
+    pub fn catch_up_workload(&self, key: &WorkloadKey, opts: &DecideOptions) -> Vec<MarkerChange> {
+        let Some(workload) = self.workload(key) else { return Vec::new() };
+        let mut changes: Vec<MarkerChange> = self
+            .reloadable_resources(workload)
+            .filter_map(|stored| stale_change(workload, &stored.view, opts))
+            .collect();
+        changes.sort_unstable_by(|a, b| a.resource.cmp(&b.resource));
+        changes.dedup_by(|a, b| a.resource == b.resource);
+        changes
+    }
+
+    /// A held reload's resources planned again for `key`, as they are now (a restart or a new
+    /// leader adopting the hold, docs/beyond-stakater.md §15): a resource gone, or whose marker
+    /// is already current (the change was reverted), plans nothing.
+    pub fn replan(
+        &self,
+        key: &WorkloadKey,
+        resources: impl IntoIterator<Item = ResourceKey>,
+        opts: &DecideOptions,
+    ) -> Vec<MarkerChange> {
+        let Some(workload) = self.workload(key) else { return Vec::new() };
+        resources
+            .into_iter()
+            .filter_map(|resource| self.resource(&resource))
+            .filter_map(|resource| plan(workload, resource, ResourceEventKind::Updated, opts).ok())
+            .collect()
+    }
+
     pub fn stats(&self) -> IndexStats {
         IndexStats {
             resources: self.resources.len(),
             workloads: self.workloads.ids.len(),
             reverse_entries: self.lookup.by_resource.len(),
             pattern_holders: self.lookup.pattern_holder_count(),
+            loops_stopped: self.workloads().filter(|w| w.loop_stopped()).count(),
         }
     }
 }
@@ -632,4 +655,18 @@ fn same_lookup_entries(a: &WorkloadView, b: &WorkloadView) -> bool {
         && a.metadata_rules.explicit == b.metadata_rules.explicit
         && a.template_rules.explicit == b.template_rules.explicit
         && searches_unreferenced(a) == searches_unreferenced(b)
+}
+
+/// The catch-up's test: `workload` records a marker for `resource` that differs from the
+/// resource's current hash (docs/beyond-stakater.md §2), and its rules still reload for it.
+fn stale_change(
+    workload: &WorkloadView,
+    resource: &ResourceView,
+    opts: &DecideOptions,
+) -> Option<MarkerChange> {
+    let recorded = workload.markers.recorded_hash(&resource.key, workload.strategy(opts.strategy))?;
+    if recorded == marker_hash(workload, resource) || recorded == DELETE_MARKER_HASH {
+        return None;
+    }
+    plan(workload, resource, ResourceEventKind::Updated, opts).ok()
 }

@@ -18,6 +18,7 @@
 //! - [`restart`]: restart by eviction, the next step of a restart from what was read.
 //! - [`admission`]: the markers the admission webhook keeps on re-apply and stamps on create.
 //! - [`options`]: the settings of `reloader run` and their validation (the binary parses them).
+//! - [`timing`]: when a reload may happen (delay, interval, maintenance windows); the loop guard.
 //! - [`selector`] and [`duration`]: label selectors and Go-style durations.
 
 pub mod admission;
@@ -41,5 +42,6 @@ pub mod selector;
 pub mod skeleton;
 #[cfg(test)]
 mod testkit;
+pub mod timing;
 pub mod views;
 pub mod workload;

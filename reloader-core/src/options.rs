@@ -19,6 +19,7 @@ mod values;
 use std::collections::BTreeSet;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use raw::RawOptions;
@@ -29,6 +30,7 @@ use crate::annotations::AnnotationKeys;
 use crate::decide::DecideOptions;
 use crate::model::{ReloadStrategy, ResourceKind, WorkloadKind};
 use crate::selector::LabelSelector;
+use crate::timing::{LoopGuard, Windows};
 
 /// A configuration that cannot run. One line, naming the flag (or variable) and the value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -80,6 +82,10 @@ pub struct Options {
     pub pprof_addr: Option<ListenAddr>,
     /// Zero: every change is written at once.
     pub coalesce_period: Duration,
+    /// The maintenance windows of every workload that sets none (docs/beyond-stakater.md §15).
+    pub default_windows: Option<Arc<Windows>>,
+    /// `None`: the loop guard is off.
+    pub loop_guard: Option<LoopGuard>,
     /// Finite and positive, or 0 for no limit.
     pub max_writes_per_second: f64,
     pub dry_run: bool,

@@ -78,6 +78,35 @@ pub struct WorkloadView {
     /// The workload opted in to restart by eviction (`reloader.dev/restart`, any value: the
     /// evictor reads and checks it, docs/beyond-stakater.md §13).
     pub restart_by_eviction: bool,
+    /// The raw timing annotations (docs/beyond-stakater.md §15), parsed when used; `None` for the
+    /// many workloads that carry none, so they cost one pointer.
+    pub timing: Option<Box<TimingAnnotations>>,
+}
+
+/// The raw values of the timing annotations on a workload's own metadata.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TimingAnnotations {
+    pub delay: Option<Box<str>>,
+    pub min_interval: Option<Box<str>>,
+    pub maintenance_window: Option<Box<str>>,
+    /// A held reload's durable record, written by reloader.
+    pub held: Option<Box<str>>,
+    /// Set by the loop guard; reloads of the workload stay stopped while it is there.
+    pub loop_stopped: Option<Box<str>>,
+}
+
+impl TimingAnnotations {
+    fn of(get: impl Fn(&str) -> Option<Box<str>>) -> Option<Box<Self>> {
+        use crate::timing::{DELAY, HELD, LOOP_STOPPED, MAINTENANCE_WINDOW, MIN_INTERVAL};
+        let raw = TimingAnnotations {
+            delay: get(DELAY),
+            min_interval: get(MIN_INTERVAL),
+            maintenance_window: get(MAINTENANCE_WINDOW),
+            held: get(HELD),
+            loop_stopped: get(LOOP_STOPPED),
+        };
+        (raw != TimingAnnotations::default()).then(|| Box::new(raw))
+    }
 }
 
 /// The little a JSON patch of the template needs beyond container names and markers: which
@@ -120,6 +149,16 @@ impl TemplateShape {
 impl WorkloadView {
     /// The strategy this workload's markers follow: the configured one, but annotations where
     /// there is no pod spec to carry env vars (an annotations map).
+    /// The loop guard stopped this workload's reloads (docs/beyond-stakater.md §15).
+    pub fn loop_stopped(&self) -> bool {
+        self.timing.as_ref().is_some_and(|t| t.loop_stopped.is_some())
+    }
+
+    /// The raw held-reload record, if the workload carries one.
+    pub fn held_record(&self) -> Option<&str> {
+        self.timing.as_ref().and_then(|t| t.held.as_deref())
+    }
+
     pub fn strategy(&self, configured: ReloadStrategy) -> ReloadStrategy {
         if self.annotations_only { ReloadStrategy::Annotations } else { configured }
     }
@@ -194,6 +233,7 @@ pub fn build_view(parts: WorkloadParts<'_>, keys: &AnnotationKeys) -> WorkloadVi
         shape: template.map(|t| TemplateShape::of(t, keys)).unwrap_or_default(),
         annotations_only,
         restart_by_eviction: get(crate::restart::RESTART).is_some(),
+        timing: TimingAnnotations::of(get),
     }
 }
 

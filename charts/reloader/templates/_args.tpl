@@ -65,6 +65,8 @@ binary's own default applies.
 {{- /* fix: Stakater renders webhookUrl only when custom_annotations is non-empty. */ -}}
 {{- if $r.webhookUrl }}{{ $args = append $args (printf "--webhook-url=%s" $r.webhookUrl) }}{{ end -}}
 {{- if $r.coalescePeriod }}{{ $args = append $args (printf "--coalesce-period=%s" (toString $r.coalescePeriod)) }}{{ end -}}
+{{- if $r.maintenanceWindow }}{{ $args = append $args (printf "--maintenance-window=%s" $r.maintenanceWindow) }}{{ end -}}
+{{- if $r.loopGuard }}{{ $args = append $args (printf "--loop-guard=%s" (toString $r.loopGuard)) }}{{ end -}}
 {{- if not (kindIs "invalid" $r.maxWritesPerSecond) }}{{ $args = append $args (printf "--max-writes-per-second=%v" $r.maxWritesPerSecond) }}{{ end -}}
 {{- if $r.dryRun }}{{ $args = append $args "--dry-run" }}{{ end -}}
 {{- if $r.restartByEviction }}{{ $args = append $args "--restart-by-eviction=true" }}{{ end -}}

@@ -2,10 +2,12 @@
 //! `--coalesce-period`, wait for the window so several changes make one write); different
 //! workloads are written concurrently, so one slow or failing workload never delays another.
 //! Only the leader dispatches; a global rate limit protects the API server on large fan-outs.
+//! A due write first passes the workload's timing and the loop guard ([`timing`]).
 
 mod api;
 mod kube_api;
 mod rate_limit;
+mod timing;
 mod writer;
 
 use std::collections::{HashMap, HashSet};
@@ -13,22 +15,25 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use jiff::Timestamp;
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::markers::MarkerChange;
 use reloader_core::model::WorkloadKey;
+use reloader_core::timing::{HELD, HeldReload, HoldReason, LOOP_STOPPED, LoopGuard, Windows};
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument as _, debug, error, warn};
+use tracing::{Instrument as _, debug, error, info, warn};
 
 pub(crate) use api::{WorkloadApi, WorkloadViews};
 pub(crate) use kube_api::KubeWorkloadApi;
 use rate_limit::RateLimiter;
+use timing::{Gate, Timekeeper};
 use writer::Writer;
 
 use crate::notify::alerts::AlertQueue;
-use crate::notify::events::EventSink;
+use crate::notify::events::{EventSink, EventTarget, WorkloadEvent};
 use crate::observe::metrics::{SkipReason, WriteMetrics};
 use crate::observe::trace;
 
@@ -53,6 +58,10 @@ pub(crate) struct ExecutorConfig {
     pub(crate) max_writes_per_second: f64,
     pub(crate) dry_run: bool,
     pub(crate) keys: AnnotationKeys,
+    /// `--maintenance-window`: the windows of workloads that set none.
+    pub(crate) default_windows: Option<Arc<Windows>>,
+    /// `--loop-guard` (`None`: off).
+    pub(crate) loop_guard: Option<LoopGuard>,
 }
 
 /// What the executor talks to.
@@ -83,6 +92,8 @@ struct Inner {
     wake: Notify,
     limiter: RateLimiter,
     workers: Arc<Semaphore>,
+    timekeeper: Timekeeper,
+    events: Arc<dyn EventSink>,
 }
 
 #[derive(Default)]
@@ -102,6 +113,38 @@ struct Pending {
     trace: opentelemetry::Context,
     /// The traces of the changes merged into it: the write links to each.
     merged_traces: Vec<opentelemetry::Context>,
+    /// When the first change was seen, on the wall clock (the timing annotations count from it).
+    changed_at: Timestamp,
+    /// Why the write is held, while it is (docs/beyond-stakater.md §15).
+    held: Option<HoldReason>,
+}
+
+impl Pending {
+    /// Takes in what was queued for the same workload while this one was being held.
+    fn absorb(&mut self, newer: Pending) {
+        for change in newer.changes {
+            self.changes.retain(|c| c.resource != change.resource);
+            self.changes.push(change);
+        }
+        self.resume |= newer.resume;
+        self.merged += newer.merged;
+        self.first_event = self.first_event.min(newer.first_event);
+        self.changed_at = self.changed_at.min(newer.changed_at);
+        self.merged_traces.push(newer.trace);
+        self.merged_traces.extend(newer.merged_traces);
+    }
+}
+
+/// `event_at` on the wall clock.
+fn wall_clock(event_at: std::time::Instant) -> Timestamp {
+    let ago = jiff::SignedDuration::try_from(event_at.elapsed()).unwrap_or(jiff::SignedDuration::ZERO);
+    Timestamp::now().checked_sub(ago).unwrap_or_else(|_| Timestamp::now())
+}
+
+/// `at` on the monotonic clock the queue waits on.
+fn monotonic(at: Timestamp) -> Instant {
+    let ahead = at.duration_since(Timestamp::now());
+    Instant::now() + std::time::Duration::try_from(ahead).unwrap_or_default()
 }
 
 impl Executor {
@@ -115,7 +158,7 @@ impl Executor {
         let writer = Writer {
             api: io.api,
             views: io.views,
-            events: io.events,
+            events: io.events.clone(),
             alerts: io.alerts,
             metrics: io.metrics.clone(),
             leader: io.leader.clone(),
@@ -131,6 +174,8 @@ impl Executor {
             wake: Notify::new(),
             limiter: RateLimiter::new(config.max_writes_per_second),
             workers: Arc::new(Semaphore::new(WORKERS)),
+            timekeeper: Timekeeper::new(config.default_windows, config.loop_guard),
+            events: io.events,
         });
         let executor = Executor { inner };
         let dispatcher = executor.clone();
@@ -157,6 +202,8 @@ impl Executor {
             merged: 0,
             trace: context.take().unwrap_or_default(),
             merged_traces: Vec::new(),
+            changed_at: wall_clock(event_at),
+            held: None,
         });
         // Not the first: merged into a write another change started.
         entry.merged_traces.extend(context);
@@ -225,6 +272,10 @@ impl Executor {
         let mut state = self.inner.state.lock().expect("queue lock");
         if !*self.inner.leader.borrow() && !state.pending.is_empty() {
             self.inner.metrics.skipped(SkipReason::NotLeader);
+            // A held reload stays recorded on its workload: the next leader takes it up.
+            for reason in state.pending.values().filter_map(|p| p.held) {
+                self.inner.metrics.released(reason);
+            }
             state.pending.clear();
         }
         let due: Vec<WorkloadKey> = state
@@ -270,18 +321,51 @@ impl Executor {
         self.write_in_span(key, pending).instrument(span).await;
     }
 
-    async fn write_in_span(self, key: WorkloadKey, pending: Pending) {
+    async fn write_in_span(self, key: WorkloadKey, mut pending: Pending) {
         // Clears the in-flight mark even if the write panics, so the workload is not stuck.
         let _in_flight = InFlight { executor: &self, key: &key };
         let inner = &self.inner;
         let _permit = inner.workers.clone().acquire_owned().await.expect("semaphore never closed");
+        let view = inner.writer.views.view(&key);
+        let now = Timestamp::now();
+        let gate = match pending.changes.is_empty() {
+            true => Gate::Go,
+            false => inner.timekeeper.gate(view.as_ref(), &pending.changes, pending.changed_at, now),
+        };
+        let recorded = view.as_ref().and_then(|v| v.held_record()).map(str::to_owned);
+        match gate {
+            Gate::Hold(record) => return self.hold(&key, pending, record, recorded).await,
+            Gate::Stop(stop) => {
+                if let Some(reason) = pending.held.take() {
+                    inner.metrics.released(reason);
+                }
+                warn!(workload = %key, resource = %stop.resource, reloads = stop.reloads, within = ?stop.within,
+                      "reload loop: the workload was reloaded too often; its reloads stop until its {LOOP_STOPPED} annotation is deleted");
+                inner.metrics.loop_stopped();
+                inner.timekeeper.forget(&key);
+                inner.writer.annotate(&key, LOOP_STOPPED, Some(&stop.to_annotation())).await;
+                inner.events.record(WorkloadEvent::reload_loop_stopped(EventTarget::named(key.clone()), &stop));
+                pending.changes.clear();
+            }
+            Gate::Go => {
+                if let Some(reason) = pending.held.take() {
+                    inner.metrics.released(reason);
+                }
+            }
+        }
         inner.metrics.workqueue_latency(pending.queued_at.elapsed());
         if pending.merged > 1 {
             inner.metrics.coalesced(pending.merged - 1);
         }
         if !pending.changes.is_empty() {
             inner.metrics.rate_limit_wait(inner.limiter.acquire().await);
-            inner.writer.reload(&key, &pending.changes, pending.first_event).await;
+            if inner.writer.reload(&key, &pending.changes, pending.first_event).await {
+                inner.timekeeper.reloaded(view.as_ref(), &key, Timestamp::now());
+            }
+        }
+        // The hold is over (applied, reverted, or stopped): its record goes.
+        if recorded.is_some() {
+            inner.writer.annotate(&key, HELD, None).await;
         }
         if pending.resume {
             inner.metrics.rate_limit_wait(inner.limiter.acquire().await);
@@ -298,6 +382,43 @@ impl Executor {
         debug!(workload = %key, "write finished");
     }
 }
+
+impl Executor {
+    /// Puts a held write back in the queue, due when its hold ends, and records the hold on the
+    /// workload unless it already carries this record.
+    async fn hold(&self, key: &WorkloadKey, mut pending: Pending, record: HeldReload, recorded: Option<String>) {
+        let inner = &self.inner;
+        let first = pending.held.is_none();
+        match pending.held.replace(record.reason) {
+            None => inner.metrics.hold_started(record.reason),
+            Some(before) if before != record.reason => inner.metrics.hold_moved(before, record.reason),
+            Some(_) => {}
+        }
+        let annotation = record.to_annotation();
+        if first {
+            let resources: Vec<String> = pending.changes.iter().map(|c| c.resource.to_string()).collect();
+            info!(workload = %key, reason = record.reason.as_str(), until = %record.until, resources = ?resources, "reload held");
+            let target = EventTarget::named(key.clone());
+            let until = record.until.to_string();
+            inner.events.record(WorkloadEvent::reload_held(target, &resources.join(", "), record.reason, &until));
+        }
+        {
+            let mut state = inner.state.lock().expect("queue lock");
+            if let Some(newer) = state.pending.remove(key) {
+                pending.absorb(newer);
+            }
+            // A moment past the hold's end, so the wall clock has passed it too.
+            pending.due = monotonic(record.until) + HOLD_MARGIN;
+            state.pending.insert(key.clone(), pending);
+        }
+        if recorded.as_deref() != Some(annotation.as_str()) {
+            inner.writer.annotate(key, HELD, Some(&annotation)).await;
+        }
+    }
+}
+
+/// How long after a hold's end its write is due.
+const HOLD_MARGIN: Duration = Duration::from_millis(20);
 
 struct InFlight<'a> {
     executor: &'a Executor,

@@ -1,6 +1,7 @@
 //! The executor and its writer against a scripted API (no cluster): queueing, coalescing,
 //! the leader gate, retries, and what is reported. Time is paused, so waits cost nothing.
 
+use reloader_core::timing::LoopGuard;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -321,11 +322,17 @@ struct Setup {
     max_writes_per_second: f64,
     dry_run: bool,
     leading: bool,
+    loop_guard: Option<LoopGuard>,
 }
 
-/// Leading, no window, no rate limit, writing for real.
-const PLAIN: Setup =
-    Setup { coalesce_period: Duration::ZERO, max_writes_per_second: 0.0, dry_run: false, leading: true };
+/// Leading, no window, no rate limit, no loop guard, writing for real.
+const PLAIN: Setup = Setup {
+    coalesce_period: Duration::ZERO,
+    max_writes_per_second: 0.0,
+    dry_run: false,
+    leading: true,
+    loop_guard: None,
+};
 
 impl Default for Setup {
     fn default() -> Self {
@@ -347,6 +354,8 @@ fn start(setup: Setup) -> Harness {
             max_writes_per_second: setup.max_writes_per_second,
             dry_run: setup.dry_run,
             keys: AnnotationKeys::default(),
+            default_windows: None,
+            loop_guard: setup.loop_guard,
         },
         ExecutorIo {
             api: api.clone(),

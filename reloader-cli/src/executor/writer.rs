@@ -160,7 +160,8 @@ impl Writer {
         }
     }
 
-    pub(crate) async fn reload(&self, key: &WorkloadKey, changes: &[MarkerChange], first_event: Instant) {
+    /// Reloads `key` for `changes`; true when a write was made (not a dry run, not already current).
+    pub(crate) async fn reload(&self, key: &WorkloadKey, changes: &[MarkerChange], first_event: Instant) -> bool {
         let started = Instant::now();
         let attempts = Attempts::new(key);
         let build = |w: &dyn Workload| w.reload_write(changes, &self.write_context());
@@ -168,6 +169,7 @@ impl Writer {
         record_outcome(&result);
         let target = attempts.into_target();
         let kind = key.kind;
+        let written = matches!(result, Ok(Outcome::Written));
         match result {
             Ok(Outcome::Written) => {
                 self.metrics.reload_executed(true, &key.namespace);
@@ -202,6 +204,36 @@ impl Writer {
                 for change in changes {
                     self.events.record(WorkloadEvent::reload_failed(target.clone(), &change.resource, &text));
                 }
+            }
+        }
+        written
+    }
+
+    /// Sets (`None`: removes) one of reloader's own annotations on the workload's metadata: a
+    /// held reload's record, the loop guard's stop (docs/beyond-stakater.md §15). A merge patch
+    /// touches nothing else and needs no read. True when written.
+    pub(crate) async fn annotate(&self, key: &WorkloadKey, name: &'static str, value: Option<&str>) -> bool {
+        if self.dry_run {
+            info!(workload = %key, annotation = name, value, "dry run: would annotate");
+            return false;
+        }
+        let patch = Patch::Merge(serde_json::json!({ "metadata": { "annotations": { name: value } } }));
+        let attempt = || async {
+            match self.api.patch(key, &patch).await {
+                Ok(written) => {
+                    self.views.written(workload_view(&written, &self.keys));
+                    Ok(Outcome::Written)
+                }
+                Err(kube::Error::Api(e)) if e.code == 404 => Ok(Outcome::Gone),
+                Err(e) => Err(WriteFailure::from(e)),
+            }
+        };
+        match self.with_retries(key, attempt).await.0 {
+            Ok(outcome) => matches!(outcome, Outcome::Written),
+            Err(failure) => {
+                self.metrics.error(failure.error_type());
+                warn!(workload = %key, annotation = name, error = %failure, "could not write the annotation");
+                false
             }
         }
     }

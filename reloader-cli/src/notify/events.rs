@@ -17,6 +17,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use reloader_core::model::{ResourceKey, ResourceKind, WorkloadKey};
+use reloader_core::timing::{HoldReason, LOOP_STOPPED, LoopStop};
 use tokio::sync::mpsc;
 use tracing::{Instrument as _, debug, warn};
 
@@ -55,6 +56,11 @@ pub(crate) enum EventReason {
     /// Ours: a pod a change reloads has no owner to recreate it, so it is not evicted (Warning,
     /// docs/beyond-stakater.md §14).
     PodNotEvicted,
+    /// Ours: a reload waits for the workload's delay, minimum interval or maintenance window
+    /// (Normal, docs/beyond-stakater.md §15).
+    ReloadHeld,
+    /// Ours: the loop guard stopped a workload's reloads (Warning, docs/beyond-stakater.md §15).
+    ReloadLoopStopped,
 }
 
 impl EventReason {
@@ -66,16 +72,19 @@ impl EventReason {
             EventReason::PodEvicted => "PodEvicted",
             EventReason::EvictionStopped => "EvictionStopped",
             EventReason::PodNotEvicted => "PodNotEvicted",
+            EventReason::ReloadHeld => "ReloadHeld",
+            EventReason::ReloadLoopStopped => "ReloadLoopStopped",
         }
     }
 
     fn event_type(self) -> &'static str {
         match self {
-            EventReason::Reloaded | EventReason::PodEvicted => "Normal",
+            EventReason::Reloaded | EventReason::PodEvicted | EventReason::ReloadHeld => "Normal",
             EventReason::ReloadFail
             | EventReason::InvalidAnnotation
             | EventReason::EvictionStopped
-            | EventReason::PodNotEvicted => "Warning",
+            | EventReason::PodNotEvicted
+            | EventReason::ReloadLoopStopped => "Warning",
         }
     }
 }
@@ -200,6 +209,21 @@ impl WorkloadEvent {
             "Not evicted: the pod has no controller owner to recreate it; restart it yourself to load the change to {change}"
         );
         Self::new(target, EventReason::PodNotEvicted, EventSource::Reloader, message)
+    }
+
+    /// Ours: a reload held until `until` (RFC 3339) by the workload's timing.
+    pub(crate) fn reload_held(target: EventTarget, resources: &str, reason: HoldReason, until: &str) -> Self {
+        let message = format!("Reload for {resources} held by the {} until {until}", reason.as_str());
+        Self::new(target, EventReason::ReloadHeld, EventSource::Reloader, message)
+    }
+
+    /// Ours: the loop guard stopped the workload's reloads.
+    pub(crate) fn reload_loop_stopped(target: EventTarget, stop: &LoopStop) -> Self {
+        let message = format!(
+            "Reloads stopped: {}, which keeps changing; delete the annotation {LOOP_STOPPED} to resume",
+            stop.describe()
+        );
+        Self::new(target, EventReason::ReloadLoopStopped, EventSource::Reloader, message)
     }
 
     fn new(target: EventTarget, reason: EventReason, source: EventSource, message: String) -> Self {

@@ -192,6 +192,16 @@ pub(crate) fn sweep(
             queued += 1;
         }
     }
+    // The held reloads the workloads record (docs/beyond-stakater.md §15); where the sweep
+    // queued a change already, the executor reads the record when that write falls due.
+    let held: Vec<WorkloadKey> = index
+        .workloads()
+        .filter(|w| w.held_record().is_some() && scope.contains(&w.key.namespace))
+        .map(|w| w.key.clone())
+        .collect();
+    for key in held {
+        queued += usize::from(super::held::adopt(index, &key, decide, queue));
+    }
     let mut replayed = 0usize;
     for SeenChange { view: seen, event, targets } in seen_as_standby {
         // Act on what the resource is now; a deleted one only through its last known view.

@@ -5,6 +5,7 @@
 
 pub(crate) mod catch_up;
 mod csi;
+pub(crate) mod held;
 pub(crate) mod pause;
 pub(crate) mod standby;
 #[cfg(test)]
@@ -261,6 +262,17 @@ impl WorkloadState for Reconciler {
         if let Some(now) = index.workload(&key) {
             self.restarts.observe(now);
         }
+        let leading = *self.leader.borrow() && self.scope.contains(&key.namespace) && self.notifier.is_none();
+        if leading {
+            held::adopt(&index, &key, &self.config.decide, self.queue.as_ref());
+        }
+        // An operator cleared the loop guard's stop: what changed meanwhile is applied once.
+        let stop_cleared = previous.as_ref().is_some_and(|p| p.loop_stopped())
+            && index.workload(&key).is_some_and(|v| !v.loop_stopped());
+        let after_stop = match stop_cleared && leading {
+            true => index.catch_up_workload(&key, &self.config.decide),
+            false => Vec::new(),
+        };
         // Report bad annotations once per change of the annotations, not on every status update.
         let rules_changed = previous.as_ref().is_none_or(|p| {
             index.workload(&key).is_none_or(|v| {
@@ -272,6 +284,10 @@ impl WorkloadState for Reconciler {
         });
         drop(index);
         self.queue_missed(&key, missed, received);
+        if !after_stop.is_empty() {
+            info!(workload = %key, changes = after_stop.len(), "loop guard's stop cleared; reloading for what changed meanwhile");
+            self.queue.enqueue(key.clone(), Work::Reload(after_stop), received);
+        }
         if rules_changed && !problems.is_empty() {
             for problem in &problems {
                 warn!(workload = %key, %problem, "annotation problem");

@@ -10,6 +10,7 @@ use crate::duration::{DurationError, parse_pause_period};
 use crate::keys::{KeyFilterError, filter_annotation, parse_key_filter};
 use crate::model::{ResourceKind, WorkloadKind};
 use crate::naming::env_var_name;
+use crate::timing::{Timing, TimingProblem};
 use crate::views::WorkloadView;
 
 const KINDS: [ResourceKind; 3] =
@@ -42,6 +43,9 @@ pub enum AnnotationProblem {
     InvalidPausePeriod { key: Box<str>, error: DurationError },
     /// A key filter that does not parse: the whole object is hashed (docs/beyond-stakater.md §10).
     InvalidKeyFilter { key: Box<str>, error: KeyFilterError },
+    /// A delay, minimum interval or maintenance window that does not parse: the reload is timed
+    /// as without that annotation (docs/beyond-stakater.md §15).
+    InvalidTiming(TimingProblem),
 }
 
 impl fmt::Display for AnnotationProblem {
@@ -76,6 +80,9 @@ impl fmt::Display for AnnotationProblem {
                 f,
                 "annotation {key} on the workload: {error}; every key is hashed, as without the annotation"
             ),
+            AnnotationProblem::InvalidTiming(problem) => {
+                write!(f, "{problem}; reloads are timed as without the annotation")
+            }
         }
     }
 }
@@ -83,7 +90,7 @@ impl fmt::Display for AnnotationProblem {
 /// Every problem in the reloader annotations of `view`, in a stable order: invalid entries
 /// (metadata before template, ConfigMap before Secret before SecretProviderClass, list order),
 /// then env-var collisions by kind and env-var name, then an invalid pause period, then invalid
-/// key filters (ConfigMap before Secret).
+/// key filters (ConfigMap before Secret), then invalid timing annotations.
 pub fn annotation_problems(view: &WorkloadView, keys: &AnnotationKeys) -> Vec<AnnotationProblem> {
     let sources = [
         (AnnotationSource::WorkloadMetadata, &view.metadata_rules),
@@ -109,6 +116,7 @@ pub fn annotation_problems(view: &WorkloadView, keys: &AnnotationKeys) -> Vec<An
     problems.extend(env_var_collisions(view, &sources.map(|(_, rules)| rules)));
     problems.extend(invalid_pause_period(view, keys));
     problems.extend(invalid_key_filters(view, keys));
+    problems.extend(Timing::of_view(view, None).1.into_iter().map(AnnotationProblem::InvalidTiming));
     problems
 }
 

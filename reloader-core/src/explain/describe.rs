@@ -90,6 +90,10 @@ pub(super) fn skip(
         SkipReason::NoTemplate => "the workload has no pod template of its own (workloadRef)".to_owned(),
         SkipReason::Suspended => format!("the {} is suspended", view.key.kind),
         SkipReason::AlreadyCurrent => "the workload already records this change".to_owned(),
+        SkipReason::LoopStopped => format!(
+            "the loop guard stopped its reloads; delete the annotation {} to resume",
+            crate::timing::LOOP_STOPPED
+        ),
     }
 }
 

@@ -143,7 +143,7 @@ fn updates_and_removals_keep_the_lookups_exact() {
     assert_eq!(names(&index.candidates(&secret("t").key)), ["default/web"]);
     assert_eq!(
         index.stats(),
-        IndexStats { resources: 0, workloads: 1, reverse_entries: 2, pattern_holders: 0 }
+        IndexStats { resources: 0, workloads: 1, reverse_entries: 2, pattern_holders: 0, loops_stopped: 0 }
     );
 
     assert_eq!(index.remove_workload(&key), Some(second.view()));

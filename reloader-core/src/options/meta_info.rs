@@ -54,6 +54,10 @@ struct PublishedOptions<'a> {
     is_openshift: Option<bool>,
     metrics_addr: String,
     coalesce_period: String,
+    /// Empty when none.
+    maintenance_window: String,
+    /// "off" when off.
+    loop_guard: String,
     /// 0 when unlimited.
     max_writes_per_second: f64,
     dry_run: bool,
@@ -126,6 +130,8 @@ impl<'a> PublishedOptions<'a> {
             is_openshift: options.openshift,
             metrics_addr: options.metrics_addr.to_string(),
             coalesce_period: duration::format_go_duration(options.coalesce_period),
+            maintenance_window: options.default_windows.as_ref().map(|w| w.to_string()).unwrap_or_default(),
+            loop_guard: options.loop_guard.map_or_else(|| "off".to_owned(), |g| g.to_string()),
             max_writes_per_second: options.max_writes_per_second,
             dry_run: options.dry_run,
             ignored_secret_types: options.ignored_secret_types.iter().map(String::as_str).collect(),

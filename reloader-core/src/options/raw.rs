@@ -50,6 +50,10 @@ pub struct RawOptions {
     pub leader_election_retry_period: String,
     pub leader_election_release_on_cancel: bool,
     pub coalesce_period: String,
+    /// `--maintenance-window`: the windows of every workload without its own (empty: none).
+    pub maintenance_window: String,
+    /// `--loop-guard`: `<reloads>/<duration>` or `off`.
+    pub loop_guard: String,
     pub max_writes_per_second: f64,
     pub dry_run: bool,
     pub ignored_secret_types: Vec<String>,

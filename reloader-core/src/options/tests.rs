@@ -54,6 +54,8 @@ fn defaults() -> RawOptions {
         leader_election_retry_period: "2s".into(),
         leader_election_release_on_cancel: true,
         coalesce_period: "0s".into(),
+        maintenance_window: String::new(),
+        loop_guard: "20/10m".into(),
         max_writes_per_second: 200.0,
         dry_run: false,
         ignored_secret_types: vec!["helm.sh/release.v1".into()],
@@ -174,6 +176,11 @@ fn validation_errors_name_the_flag_and_the_value() {
             |r| r.coalesce_period = "5x".into(),
             r#"invalid value "5x" for --coalesce-period: unknown unit "x" in duration "5x" (expected ns, us, µs, ms, s, m or h)"#,
         ),
+        (
+            |r| r.maintenance_window = "Mun 02:00-04:00 UTC".into(),
+            r#"invalid value "Mun 02:00-04:00 UTC" for --maintenance-window: unknown day "Mun" in "Mun 02:00-04:00 UTC""#,
+        ),
+        (|r| r.loop_guard = "1/10m".into(), r#"invalid value "1/10m" for --loop-guard: PLACEHOLDER"#),
         (
             |r| r.coalesce_period = "-1s".into(),
             r#"invalid value "-1s" for --coalesce-period: negative duration "-1s""#,

@@ -1,6 +1,7 @@
 //! [`RawOptions::validate`]: from flag text to [`Options`], one check per flag.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::fields::{
     ignored_resources, ignored_workloads, invalid, list, listen_addr, log_format, namespace_names, non_blank,
@@ -14,6 +15,7 @@ use super::{
 use crate::annotations::{AnnotationKeys, parse_go_bool};
 use crate::model::ReloadStrategy;
 use crate::selector::{check_dns_label, check_dns_subdomain, check_qualified_name};
+use crate::timing::{LoopGuard, Windows};
 
 impl RawOptions {
     /// Checks every value; the first problem is returned as a one-line [`ConfigError`].
@@ -64,6 +66,15 @@ impl RawOptions {
         }
 
         let coalesce_period = parse_duration("--coalesce-period", &self.coalesce_period)?;
+        let default_windows = match self.maintenance_window.trim() {
+            "" => None,
+            text => Some(Arc::new(
+                text.parse::<Windows>()
+                    .map_err(|e| invalid("--maintenance-window", &self.maintenance_window, e.to_string()))?,
+            )),
+        };
+        let loop_guard = LoopGuard::parse(&self.loop_guard)
+            .map_err(|e| invalid("--loop-guard", &self.loop_guard, e.to_string()))?;
         let max_writes_per_second = self.max_writes_per_second;
         if !(max_writes_per_second.is_finite() && max_writes_per_second >= 0.0) {
             return Err(invalid(
@@ -113,6 +124,8 @@ impl RawOptions {
             metrics_addr,
             pprof_addr: self.enable_pprof.then_some(pprof_addr),
             coalesce_period,
+            default_windows,
+            loop_guard,
             max_writes_per_second,
             dry_run: self.dry_run,
             ignored_secret_types,

@@ -167,7 +167,9 @@ async fn slow_and_flaky_api_server_every_reload_lands_once_retries_honour_retry_
         workloads.push(auto_deployment(client, ns.name(), &format!("web-{}", i + 1), &config.name).await);
     }
     let proxy = FlakyProxy::start(plane, 0x5eed_f1a4).await;
-    let reloader = env.reloader_builder().kubeconfig(proxy.kubeconfig()).start().await.unwrap();
+    // Up to MAX_ROUNDS reloads of each workload within minutes: a loop, to the loop guard.
+    let reloader =
+        env.reloader_builder().kubeconfig(proxy.kubeconfig()).arg("--loop-guard=off").start().await.unwrap();
     let host = proxy.host();
     proxy.faults_on(FAILURE_RATE);
 

@@ -121,7 +121,9 @@ impl Subject {
         let (port, mut args) = match self.flavour {
             Flavour::Ours => {
                 let port = free_port();
-                (port, vec![format!("--metrics-addr=127.0.0.1:{port}")])
+                // The scenarios change the same workloads over and over by design, which the loop
+                // guard would stop (Stakater has none; docs/benchmark.md).
+                (port, vec![format!("--metrics-addr=127.0.0.1:{port}"), "--loop-guard=off".to_owned()])
             }
             Flavour::Stakater => (STAKATER_PORT, Vec::new()),
         };

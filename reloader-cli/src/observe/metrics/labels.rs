@@ -79,6 +79,11 @@ pub(super) struct AdmissionRejectionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct HoldLabels {
+    pub(super) reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct EvictionLabels {
     pub(super) result: &'static str,
 }

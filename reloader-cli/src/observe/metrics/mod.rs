@@ -20,7 +20,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use self::labels::{
     ActionLabels, AdmissionLabels, AdmissionRejectionLabels, BuildLabels, ChannelLabels, EventLabels,
-    EventOutcomeLabels, EvictionLabels, KindLabels, ProcessedEventLabels, ReasonLabels, RestLatencyLabels,
+    EventOutcomeLabels, EvictionLabels, HoldLabels, KindLabels, ProcessedEventLabels, ReasonLabels, RestLatencyLabels,
     RestRequestLabels, RestartOutcomeLabels, ResultLabels, SuccessLabels, SuccessNamespaceLabels, TypeLabels,
     VerbatimCounter, WorkloadKindLabels,
 };
@@ -260,6 +260,24 @@ impl Metrics {
             "Workload writes that dry-run mode did not perform, by workload kind",
             dry_run_writes.clone(),
         );
+        let held = Family::<HoldLabels, Gauge>::default();
+        registry.register(
+            "reloader_held_reloads",
+            "Reloads held now by a workload's timing, by reason (delay, min-interval, maintenance-window)",
+            held.clone(),
+        );
+        let held_total = Family::<HoldLabels, Counter>::default();
+        registry.register(
+            "reloader_holds",
+            "Reloads that a workload's timing held, by reason (delay, min-interval, maintenance-window)",
+            held_total.clone(),
+        );
+        let loop_stops = Counter::default();
+        registry.register(
+            "reloader_reload_loop_stops",
+            "Times the loop guard stopped a workload's reloads",
+            loop_stops.clone(),
+        );
         let admission_requests = Family::<AdmissionLabels, Counter>::default();
         registry.register(
             "reloader_admission_requests",
@@ -346,6 +364,9 @@ impl Metrics {
                 coalesced,
                 rate_limit_wait,
                 dry_run_writes,
+                held,
+                held_total,
+                loop_stops,
             },
             watches: WatchMetrics { errors: errors.clone(), received },
             leader: LeaderMetrics { leader, leader_transitions },

@@ -47,7 +47,7 @@ fn touch_every_metric(metrics: &Metrics) {
     metrics.reconcile().workloads_matched(WorkloadKind::Deployment, 2);
     metrics.leader().set_leader(true);
     metrics.leader().leader_transition();
-    metrics.index_sizes_from(Box::new(|| (10, 3)));
+    metrics.index_sizes_from(Box::new(|| (10, 3, 0)));
     metrics.writes().reload_latency(Duration::from_millis(150));
     metrics.writes().coalesced(2);
     metrics.writes().rate_limit_wait(Duration::from_millis(20));
@@ -518,13 +518,20 @@ fn index_sizes_are_read_at_scrape_time() {
     let workloads = Arc::new(AtomicU64::new(3));
     metrics.index_sizes_from(Box::new({
         let workloads = workloads.clone();
-        move || (7, workloads.load(Ordering::Relaxed))
+        move || (7, workloads.load(Ordering::Relaxed), workloads.load(Ordering::Relaxed) - 3)
     }));
     assert_samples(
         &metrics,
-        &["reloader_index_objects{kind=\"resources\"} 7", "reloader_index_objects{kind=\"workloads\"} 3"],
+        &[
+            "reloader_index_objects{kind=\"resources\"} 7",
+            "reloader_index_objects{kind=\"workloads\"} 3",
+            "reloader_reload_loops_stopped 0",
+        ],
     );
     workloads.store(4, Ordering::Relaxed);
-    assert_samples(&metrics, &["reloader_index_objects{kind=\"workloads\"} 4"]);
+    assert_samples(
+        &metrics,
+        &["reloader_index_objects{kind=\"workloads\"} 4", "reloader_reload_loops_stopped 1"],
+    );
     assert!(metrics.encode().contains("# TYPE reloader_index_objects gauge"));
 }

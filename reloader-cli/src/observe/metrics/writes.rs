@@ -8,10 +8,11 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use reloader_core::model::WorkloadKind;
+use reloader_core::timing::HoldReason;
 
 use super::counters::{ErrorCounters, SkipCounters};
 use super::labels::{
-    ActionLabels, SuccessLabels, SuccessNamespaceLabels, VerbatimCounter, WorkloadKindLabels,
+    ActionLabels, HoldLabels, SuccessLabels, SuccessNamespaceLabels, VerbatimCounter, WorkloadKindLabels,
 };
 use super::{ActionResult, ErrorType, HistogramFamily, SkipReason, bool_label};
 
@@ -31,6 +32,9 @@ pub(crate) struct WriteMetrics {
     pub(super) coalesced: Counter,
     pub(super) rate_limit_wait: Histogram,
     pub(super) dry_run_writes: Family<WorkloadKindLabels, Counter>,
+    pub(super) held: Family<HoldLabels, Gauge>,
+    pub(super) held_total: Family<HoldLabels, Counter>,
+    pub(super) loop_stops: Counter,
 }
 
 impl WriteMetrics {
@@ -94,5 +98,27 @@ impl WriteMetrics {
     pub(crate) fn dry_run_write(&self, workload_kind: WorkloadKind) {
         let labels = WorkloadKindLabels { workload_kind: workload_kind.as_str() };
         self.dry_run_writes.get_or_create(&labels).inc();
+    }
+
+    /// A reload held by the workload's timing (docs/beyond-stakater.md §15).
+    pub(crate) fn hold_started(&self, reason: HoldReason) {
+        let labels = HoldLabels { reason: reason.as_str() };
+        self.held.get_or_create(&labels).inc();
+        self.held_total.get_or_create(&labels).inc();
+    }
+
+    /// A held reload, held on for another reason (a delay over, a window still closed).
+    pub(crate) fn hold_moved(&self, from: HoldReason, to: HoldReason) {
+        self.held.get_or_create(&HoldLabels { reason: from.as_str() }).dec();
+        self.held.get_or_create(&HoldLabels { reason: to.as_str() }).inc();
+    }
+
+    /// A held reload released (applied, reverted, dropped).
+    pub(crate) fn released(&self, reason: HoldReason) {
+        self.held.get_or_create(&HoldLabels { reason: reason.as_str() }).dec();
+    }
+
+    pub(crate) fn loop_stopped(&self) {
+        self.loop_stops.inc();
     }
 }
