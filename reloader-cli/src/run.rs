@@ -213,6 +213,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
                 alerts,
                 leader: leadership.subscribe(),
                 metrics: metrics.writes(),
+                clock: Arc::new(jiff::Timestamp::now),
             },
             shutdown.clone(),
         );

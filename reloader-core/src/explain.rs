@@ -14,14 +14,16 @@ mod report;
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 pub use render::render_text;
 pub use report::Explanation;
 pub(crate) use report::{
     AnnotationSummary, DecisionSummary, DeclaredSummary, DeclaredTarget, KeyFilterSummary, MarkerState,
-    MarkerSummary, OtherMarker, PatternSummary, ReferenceSummary, ResourceExplanation, SettingsSummary,
-    WorkloadSummary,
+    HeldSummary, MarkerSummary, OtherMarker, PatternSummary, ReferenceSummary, ResourceExplanation,
+    SettingsSummary, TimingSummary, WorkloadSummary,
 };
+use crate::duration::format_go_duration;
 
 use crate::annotations::{AnnotationKeys, ReloadAnnotations, kind_index};
 use crate::custom_kind::PodTarget;
@@ -32,6 +34,7 @@ use crate::decide::{
 use crate::keys::{KeySelection, filter_annotation, key_selection, marker_hash, parse_key_filter};
 use crate::model::{ContainerRef, ContentHash, RefVia, ResourceKey, ResourceKind};
 use crate::restart::{EvictionPolicy, PolicyError};
+use crate::timing::{HeldReload, LoopStop, Timing, Windows};
 use crate::views::{ResourceView, WorkloadView};
 use crate::workload::Workload;
 
@@ -53,6 +56,8 @@ pub struct ExplainSettings {
     pub one_rollout_per_release: bool,
     /// `--restart-by-eviction` (docs/beyond-stakater.md §13).
     pub restart_by_eviction: bool,
+    /// `--maintenance-window` (docs/beyond-stakater.md §15).
+    pub default_windows: Option<Arc<Windows>>,
     pub scope: Scope,
 }
 
@@ -136,6 +141,7 @@ pub fn explain(input: &ExplainInput<'_>) -> Explanation {
             not_watched: settings.scope.workload.clone(),
             pause_period: view.pause_period.as_deref().map(str::to_owned),
             restart: restart_summary(input.eviction, settings.restart_by_eviction),
+            timing: timing_summary(view, settings.default_windows.as_ref()),
             declared: view.key.kind.custom().and_then(|custom| {
                 let target = match custom.target {
                     PodTarget::Template(_) => DeclaredTarget::Template,
@@ -415,4 +421,30 @@ fn raw_annotations(rules: &ReloadAnnotations, keys: &AnnotationKeys) -> BTreeMap
         put(keys.exclude(kind), &rules.exclude[slot]);
     }
     map
+}
+
+/// The workload's timing, its held reload and its loop guard's stop, if any of them is there.
+fn timing_summary(view: &WorkloadView, default_windows: Option<&Arc<Windows>>) -> Option<TimingSummary> {
+    if view.timing.is_none() && default_windows.is_none() {
+        return None;
+    }
+    let (timing, _) = Timing::of_view(view, default_windows);
+    let duration = |d: std::time::Duration| (!d.is_zero()).then(|| format_go_duration(d));
+    let held = view.held_record().and_then(|text| HeldReload::parse(text).ok()).map(|held| HeldSummary {
+        since: held.since.to_string(),
+        until: held.until.to_string(),
+        reason: held.reason.as_str(),
+        resources: held.resources.iter().map(|(kind, name)| format!("{kind}/{name}")).collect(),
+    });
+    let loop_stopped = view.timing.as_ref().and_then(|t| t.loop_stopped.as_deref()).map(|text| {
+        LoopStop::parse(text).map_or_else(|_| format!("(unreadable record {text:?})"), |stop| stop.describe())
+    });
+    Some(TimingSummary {
+        delay: duration(timing.delay),
+        min_interval: duration(timing.min_interval),
+        maintenance_window: timing.windows.map(|w| w.to_string()),
+        held,
+        loop_stopped,
+    })
+    .filter(|t| t.delay.is_some() || t.min_interval.is_some() || t.maintenance_window.is_some() || t.held.is_some() || t.loop_stopped.is_some())
 }

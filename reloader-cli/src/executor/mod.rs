@@ -75,6 +75,7 @@ pub(crate) struct ExecutorIo {
     /// True while this replica holds the lease (always true without HA).
     pub(crate) leader: watch::Receiver<bool>,
     pub(crate) metrics: WriteMetrics,
+    pub(crate) clock: WallClock,
 }
 
 /// The handle that queues work; cheap to clone.
@@ -94,6 +95,7 @@ struct Inner {
     workers: Arc<Semaphore>,
     timekeeper: Timekeeper,
     events: Arc<dyn EventSink>,
+    clock: WallClock,
 }
 
 #[derive(Default)]
@@ -135,15 +137,20 @@ impl Pending {
     }
 }
 
+/// The wall clock the timing annotations are read against: `Timestamp::now` in a run, a clock
+/// that follows tokio's paused time in tests, so hours of holds cost nothing.
+pub(crate) type WallClock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+
 /// `event_at` on the wall clock.
-fn wall_clock(event_at: std::time::Instant) -> Timestamp {
+fn wall_clock(clock: &WallClock, event_at: std::time::Instant) -> Timestamp {
+    let now = clock();
     let ago = jiff::SignedDuration::try_from(event_at.elapsed()).unwrap_or(jiff::SignedDuration::ZERO);
-    Timestamp::now().checked_sub(ago).unwrap_or_else(|_| Timestamp::now())
+    now.checked_sub(ago).unwrap_or(now)
 }
 
 /// `at` on the monotonic clock the queue waits on.
-fn monotonic(at: Timestamp) -> Instant {
-    let ahead = at.duration_since(Timestamp::now());
+fn monotonic(clock: &WallClock, at: Timestamp) -> Instant {
+    let ahead = at.duration_since(clock());
     Instant::now() + std::time::Duration::try_from(ahead).unwrap_or_default()
 }
 
@@ -176,6 +183,7 @@ impl Executor {
             workers: Arc::new(Semaphore::new(WORKERS)),
             timekeeper: Timekeeper::new(config.default_windows, config.loop_guard),
             events: io.events,
+            clock: io.clock,
         });
         let executor = Executor { inner };
         let dispatcher = executor.clone();
@@ -202,7 +210,7 @@ impl Executor {
             merged: 0,
             trace: context.take().unwrap_or_default(),
             merged_traces: Vec::new(),
-            changed_at: wall_clock(event_at),
+            changed_at: wall_clock(&inner.clock, event_at),
             held: None,
         });
         // Not the first: merged into a write another change started.
@@ -327,7 +335,7 @@ impl Executor {
         let inner = &self.inner;
         let _permit = inner.workers.clone().acquire_owned().await.expect("semaphore never closed");
         let view = inner.writer.views.view(&key);
-        let now = Timestamp::now();
+        let now = (inner.clock)();
         let gate = match pending.changes.is_empty() {
             true => Gate::Go,
             false => inner.timekeeper.gate(view.as_ref(), &pending.changes, pending.changed_at, now),
@@ -347,6 +355,13 @@ impl Executor {
                 inner.events.record(WorkloadEvent::reload_loop_stopped(EventTarget::named(key.clone()), &stop));
                 pending.changes.clear();
             }
+            Gate::Stopped => {
+                if let Some(reason) = pending.held.take() {
+                    inner.metrics.released(reason);
+                }
+                inner.metrics.skipped(SkipReason::Decision(reloader_core::decide::SkipReason::LoopStopped));
+                pending.changes.clear();
+            }
             Gate::Go => {
                 if let Some(reason) = pending.held.take() {
                     inner.metrics.released(reason);
@@ -360,7 +375,7 @@ impl Executor {
         if !pending.changes.is_empty() {
             inner.metrics.rate_limit_wait(inner.limiter.acquire().await);
             if inner.writer.reload(&key, &pending.changes, pending.first_event).await {
-                inner.timekeeper.reloaded(view.as_ref(), &key, Timestamp::now());
+                inner.timekeeper.reloaded(view.as_ref(), &key, (inner.clock)());
             }
         }
         // The hold is over (applied, reverted, or stopped): its record goes.
@@ -408,7 +423,7 @@ impl Executor {
                 pending.absorb(newer);
             }
             // A moment past the hold's end, so the wall clock has passed it too.
-            pending.due = monotonic(record.until) + HOLD_MARGIN;
+            pending.due = monotonic(&inner.clock, record.until) + HOLD_MARGIN;
             state.pending.insert(key.clone(), pending);
         }
         if recorded.as_deref() != Some(annotation.as_str()) {

@@ -124,7 +124,7 @@ impl WorkloadApi for FakeApi {
             Patch::Json(ops) => ("json", serde_json::to_value(ops).unwrap()),
             _ => ("other", Value::Null),
         };
-        self.record(Call::Patch { name: key.name.to_string(), kind, body });
+        self.record(Call::Patch { name: key.name.to_string(), kind, body: body.clone() });
         if let Some(leader) = self.demote_on_patch.lock().unwrap().take() {
             leader.send_replace(false);
             return Err(api_error(409));
@@ -134,6 +134,12 @@ impl WorkloadApi for FakeApi {
         }
         if let Some(answer) = self.patch_answers.lock().unwrap().pop_front() {
             return Ok(answer);
+        }
+        // A metadata merge patch lands on the stored Deployment, as on the API server.
+        if let (Patch::Merge(_), Some(Stored::Deployment(d))) = (patch, self.objects.lock().unwrap().get_mut(key)) {
+            let mut object = serde_json::to_value(&*d).unwrap();
+            json_patch::merge(&mut object, &body);
+            *d = serde_json::from_value(object).unwrap();
         }
         Ok(match self.objects.lock().unwrap().get(key).cloned() {
             Some(Stored::Deployment(d)) => Loaded::new(d),
@@ -172,6 +178,8 @@ impl WorkloadApi for FakeApi {
 #[derive(Default)]
 struct FakeViews {
     views: Mutex<HashMap<WorkloadKey, WorkloadView>>,
+    /// Keep each write's answer as the view, as the index does (off: views stay as indexed).
+    follow_writes: std::sync::atomic::AtomicBool,
     /// Every write's answer handed to the index, in order, with whether the executor still
     /// counted that workload's write as under way at that moment.
     written: Mutex<Vec<(WorkloadView, bool)>>,
@@ -185,6 +193,9 @@ impl WorkloadViews for FakeViews {
 
     fn written(&self, view: WorkloadView) {
         let under_way = self.executor.get().expect("set by start").has_work(&view.key);
+        if self.follow_writes.load(std::sync::atomic::Ordering::Relaxed) {
+            self.views.lock().unwrap().insert(view.key.clone(), view.clone());
+        }
         self.written.lock().unwrap().push((view, under_way));
     }
 }
@@ -316,7 +327,7 @@ struct Harness {
     task: JoinHandle<anyhow::Result<()>>,
 }
 
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 struct Setup {
     coalesce_period: Duration,
     max_writes_per_second: f64,
@@ -338,6 +349,13 @@ impl Default for Setup {
     fn default() -> Self {
         PLAIN
     }
+}
+
+/// A wall clock that moves with tokio's (paused) time, from 2026-12-01T10:00:00Z.
+fn paused_clock() -> WallClock {
+    let start = tokio::time::Instant::now();
+    let epoch: Timestamp = "2026-12-01T10:00:00Z".parse().unwrap();
+    Arc::new(move || epoch + jiff::SignedDuration::try_from(start.elapsed()).unwrap())
 }
 
 fn start(setup: Setup) -> Harness {
@@ -364,6 +382,7 @@ fn start(setup: Setup) -> Harness {
             alerts: Some(alerts.clone()),
             leader: leader_rx,
             metrics: metrics.writes(),
+            clock: paused_clock(),
         },
         shutdown.clone(),
     );
@@ -1402,4 +1421,136 @@ async fn jobs_still_read_before_their_write() {
     h.settle(SETTLE).await;
     assert_eq!(h.api.calls().first(), Some(&Call::Load("batch".into())));
     h.stop().await;
+}
+
+// ---- timing: holds and the loop guard (docs/beyond-stakater.md §15) -------------------------
+
+/// One workload's timing against the executor's other settings: reload patches counted at
+/// checkpoints (seconds after the first change, on the paused clock).
+struct TimingCase {
+    name: &'static str,
+    annotations: &'static [(&'static str, &'static str)],
+    setup: Setup,
+    /// (second, resource, hash byte) of each change; `None`: a resume after a pause period.
+    enqueues: &'static [(u64, Option<(&'static str, u8)>)],
+    /// (second, reload patches written by then).
+    checkpoints: &'static [(u64, usize)],
+    /// Merge patches that record a hold.
+    holds_recorded: usize,
+    events: &'static [EventReason],
+}
+
+const TIMING_CASES: &[TimingCase] = &[
+    TimingCase {
+        name: "a delay joins the changes within it into one write at its end",
+        annotations: &[(DELAY_ANNOTATION, "5m")],
+        setup: PLAIN,
+        enqueues: &[(0, Some(("a", 1))), (60, Some(("b", 2)))],
+        checkpoints: &[(299, 0), (301, 1), (900, 1)],
+        holds_recorded: 1,
+        events: &[EventReason::ReloadHeld, EventReason::Reloaded, EventReason::Reloaded],
+    },
+    TimingCase {
+        name: "coalescing first, then the delay counted from the first change",
+        annotations: &[(DELAY_ANNOTATION, "5m")],
+        setup: Setup { coalesce_period: Duration::from_secs(10), ..PLAIN },
+        enqueues: &[(0, Some(("a", 1))), (5, Some(("b", 2)))],
+        checkpoints: &[(299, 0), (301, 1), (900, 1)],
+        holds_recorded: 1,
+        events: &[EventReason::ReloadHeld, EventReason::Reloaded, EventReason::Reloaded],
+    },
+    TimingCase {
+        name: "outside the window: the write waits for it to open",
+        annotations: &[(WINDOW_ANNOTATION, "* 10:30-11:00 UTC")],
+        setup: PLAIN,
+        enqueues: &[(0, Some(("a", 1)))],
+        checkpoints: &[(1799, 0), (1801, 1)],
+        holds_recorded: 1,
+        events: &[EventReason::ReloadHeld, EventReason::Reloaded],
+    },
+    TimingCase {
+        name: "a minimum interval holds the next write to its end",
+        annotations: &[(INTERVAL_ANNOTATION, "10m")],
+        setup: PLAIN,
+        enqueues: &[(0, Some(("a", 1))), (60, Some(("a", 2))), (120, Some(("a", 3)))],
+        checkpoints: &[(1, 1), (599, 1), (601, 2), (1800, 2)],
+        holds_recorded: 1,
+        events: &[EventReason::Reloaded, EventReason::ReloadHeld, EventReason::Reloaded],
+    },
+    TimingCase {
+        name: "dry run: held, then neither written nor recorded",
+        annotations: &[(DELAY_ANNOTATION, "5m")],
+        setup: Setup { dry_run: true, ..PLAIN },
+        enqueues: &[(0, Some(("a", 1)))],
+        checkpoints: &[(900, 0)],
+        holds_recorded: 0,
+        events: &[EventReason::ReloadHeld],
+    },
+    TimingCase {
+        name: "a resume is never held",
+        annotations: &[(DELAY_ANNOTATION, "5m")],
+        setup: PLAIN,
+        enqueues: &[(0, None)],
+        checkpoints: &[(1, 0)],
+        holds_recorded: 0,
+        events: &[],
+    },
+    TimingCase {
+        name: "the loop guard stops the third write within its window",
+        annotations: &[],
+        setup: Setup {
+            loop_guard: Some(LoopGuard { max_reloads: 2, within: Duration::from_secs(60) }),
+            ..PLAIN
+        },
+        enqueues: &[(0, Some(("a", 1))), (1, Some(("a", 2))), (2, Some(("a", 3))), (3, Some(("a", 4)))],
+        checkpoints: &[(10, 2)],
+        holds_recorded: 0,
+        events: &[EventReason::Reloaded, EventReason::Reloaded, EventReason::ReloadLoopStopped],
+    },
+];
+
+const DELAY_ANNOTATION: &str = reloader_core::timing::DELAY;
+const INTERVAL_ANNOTATION: &str = reloader_core::timing::MIN_INTERVAL;
+const WINDOW_ANNOTATION: &str = reloader_core::timing::MAINTENANCE_WINDOW;
+
+#[tokio::test(start_paused = true)]
+async fn timing_holds_writes_and_the_loop_guard_stops_them() {
+    for case in TIMING_CASES {
+        let h = start(case.setup);
+        let workload = key(WorkloadKind::Deployment, "web");
+        let mut object = deployment("web");
+        object.metadata.annotations =
+            Some(case.annotations.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect());
+        h.api.put(&workload, Stored::Deployment(object.clone()));
+        h.views.index(&Loaded::new(object));
+        h.views.follow_writes.store(true, std::sync::atomic::Ordering::Relaxed);
+        let started = tokio::time::Instant::now();
+        let reloads = || h.api.patches().iter().filter(|(_, kind, _)| *kind == "strategic").count();
+        let mut checkpoints = case.checkpoints.iter().peekable();
+        for (at, change) in case.enqueues {
+            while let Some((second, expected)) = checkpoints.next_if(|(second, _)| second < at) {
+                tokio::time::sleep_until(started + Duration::from_secs(*second)).await;
+                assert_eq!(reloads(), *expected, "{}: at {second}s", case.name);
+            }
+            tokio::time::sleep_until(started + Duration::from_secs(*at)).await;
+            match change {
+                Some((resource, byte)) => h.reload(&workload, vec![env_change(resource, *byte)]),
+                None => h.executor.enqueue(workload.clone(), Work::Resume, std::time::Instant::now()),
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        for (second, expected) in checkpoints {
+            tokio::time::sleep_until(started + Duration::from_secs(*second)).await;
+            assert_eq!(reloads(), *expected, "{}: at {second}s", case.name);
+        }
+        let recorded = h
+            .api
+            .patches()
+            .iter()
+            .filter(|(_, kind, body)| *kind == "merge" && body.pointer("/metadata/annotations").is_some_and(|a| a.get(reloader_core::timing::HELD).is_some_and(|v| !v.is_null())))
+            .count();
+        assert_eq!(recorded, case.holds_recorded, "{}: {:?}", case.name, h.api.patches());
+        assert_eq!(h.reasons(), case.events, "{}", case.name);
+        h.stop().await;
+    }
 }

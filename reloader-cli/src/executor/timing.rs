@@ -26,6 +26,8 @@ pub(super) enum Gate {
     Hold(HeldReload),
     /// The loop guard tripped: the write is dropped and the workload's reloads stop.
     Stop(LoopStop),
+    /// The workload's reloads are stopped already (queued before the stop reached the index).
+    Stopped,
 }
 
 /// The timing settings, and the recent reloads of each workload that the loop guard and the
@@ -60,6 +62,9 @@ impl Timekeeper {
         now: Timestamp,
     ) -> Gate {
         let Some(view) = view else { return Gate::Go };
+        if view.loop_stopped() {
+            return Gate::Stopped;
+        }
         let (timing, _) = Timing::of_view(view, self.default_windows.as_ref());
         let recorded = view.held_record().and_then(|text| HeldReload::parse(text).ok());
         let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());

@@ -192,6 +192,7 @@ pub async fn explain_workload(
         webhook_only: options.webhook_url.is_some(),
         one_rollout_per_release: options.admission_webhook.is_some() && !options.coalesce_period.is_zero(),
         restart_by_eviction: options.restart_by_eviction,
+        default_windows: options.default_windows.clone(),
         scope: scope::of_settings(options, key.kind, namespace),
     };
     if settings.scope.workload.is_none()

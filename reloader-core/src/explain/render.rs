@@ -104,6 +104,34 @@ fn workload_section(explanation: &Explanation) -> Section {
         );
     }
     section.row("Containers", list_or(&w.containers, "none"));
+    if let Some(timing) = &w.timing {
+        let parts: Vec<String> = [
+            timing.delay.as_ref().map(|d| format!("delay {d}")),
+            timing.min_interval.as_ref().map(|d| format!("min-interval {d}")),
+            timing.maintenance_window.as_ref().map(|w| format!("windows {w}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !parts.is_empty() {
+            section.row("Timing", parts.join(", "));
+        }
+        if let Some(held) = &timing.held {
+            section.row(
+                "Held reload",
+                format!(
+                    "{} held by the {} since {}; applied at {}",
+                    held.resources.join(", "),
+                    held.reason,
+                    held.since,
+                    held.until
+                ),
+            );
+        }
+        if let Some(stop) = &timing.loop_stopped {
+            section.row("Loop guard", format!("reloads stopped: {stop}; delete the annotation {} to resume", crate::timing::LOOP_STOPPED));
+        }
+    }
     if let Some(restart) = &w.restart {
         section.row("Restart", restart.clone());
     }

@@ -73,6 +73,29 @@ pub(crate) struct WorkloadSummary {
     /// A declared kind's `apiVersion` and pod template pointer (`--custom-workload`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) declared: Option<DeclaredSummary>,
+    /// When it reloads, a reload held now, a loop guard's stop (docs/beyond-stakater.md §15);
+    /// absent for a workload with none of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) timing: Option<TimingSummary>,
+}
+
+/// `{ "delay", "min_interval", "maintenance_window": null | "<text>", "held": null | { "since",
+/// "until", "reason", "resources": ["<Kind>/<name>"] }, "loop_stopped": null | "<what tripped>" }`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct TimingSummary {
+    pub(crate) delay: Option<String>,
+    pub(crate) min_interval: Option<String>,
+    pub(crate) maintenance_window: Option<String>,
+    pub(crate) held: Option<HeldSummary>,
+    pub(crate) loop_stopped: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct HeldSummary {
+    pub(crate) since: String,
+    pub(crate) until: String,
+    pub(crate) reason: &'static str,
+    pub(crate) resources: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
