@@ -16,14 +16,14 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use crate::duration::format_go_duration;
 pub use render::render_text;
 pub use report::Explanation;
 pub(crate) use report::{
-    AnnotationSummary, DecisionSummary, DeclaredSummary, DeclaredTarget, KeyFilterSummary, MarkerState,
-    HeldSummary, MarkerSummary, OtherMarker, PatternSummary, ReferenceSummary, ResourceExplanation,
+    AnnotationSummary, DecisionSummary, DeclaredSummary, DeclaredTarget, HeldSummary, KeyFilterSummary,
+    MarkerState, MarkerSummary, OtherMarker, PatternSummary, ReferenceSummary, ResourceExplanation,
     SettingsSummary, TimingSummary, WorkloadSummary,
 };
-use crate::duration::format_go_duration;
 
 use crate::annotations::{AnnotationKeys, ReloadAnnotations, kind_index};
 use crate::custom_kind::PodTarget;
@@ -446,5 +446,11 @@ fn timing_summary(view: &WorkloadView, default_windows: Option<&Arc<Windows>>) -
         held,
         loop_stopped,
     })
-    .filter(|t| t.delay.is_some() || t.min_interval.is_some() || t.maintenance_window.is_some() || t.held.is_some() || t.loop_stopped.is_some())
+    .filter(|t| {
+        t.delay.is_some()
+            || t.min_interval.is_some()
+            || t.maintenance_window.is_some()
+            || t.held.is_some()
+            || t.loop_stopped.is_some()
+    })
 }

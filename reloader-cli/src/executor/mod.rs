@@ -352,7 +352,9 @@ impl Executor {
                 inner.metrics.loop_stopped();
                 inner.timekeeper.forget(&key);
                 inner.writer.annotate(&key, LOOP_STOPPED, Some(&stop.to_annotation())).await;
-                inner.events.record(WorkloadEvent::reload_loop_stopped(EventTarget::named(key.clone()), &stop));
+                inner
+                    .events
+                    .record(WorkloadEvent::reload_loop_stopped(EventTarget::named(key.clone()), &stop));
                 pending.changes.clear();
             }
             Gate::Stopped => {
@@ -401,7 +403,13 @@ impl Executor {
 impl Executor {
     /// Puts a held write back in the queue, due when its hold ends, and records the hold on the
     /// workload unless it already carries this record.
-    async fn hold(&self, key: &WorkloadKey, mut pending: Pending, record: HeldReload, recorded: Option<String>) {
+    async fn hold(
+        &self,
+        key: &WorkloadKey,
+        mut pending: Pending,
+        record: HeldReload,
+        recorded: Option<String>,
+    ) {
         let inner = &self.inner;
         let first = pending.held.is_none();
         match pending.held.replace(record.reason) {
@@ -415,7 +423,12 @@ impl Executor {
             info!(workload = %key, reason = record.reason.as_str(), until = %record.until, resources = ?resources, "reload held");
             let target = EventTarget::named(key.clone());
             let until = record.until.to_string();
-            inner.events.record(WorkloadEvent::reload_held(target, &resources.join(", "), record.reason, &until));
+            inner.events.record(WorkloadEvent::reload_held(
+                target,
+                &resources.join(", "),
+                record.reason,
+                &until,
+            ));
         }
         {
             let mut state = inner.state.lock().expect("queue lock");

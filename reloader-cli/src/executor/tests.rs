@@ -136,7 +136,9 @@ impl WorkloadApi for FakeApi {
             return Ok(answer);
         }
         // A metadata merge patch lands on the stored Deployment, as on the API server.
-        if let (Patch::Merge(_), Some(Stored::Deployment(d))) = (patch, self.objects.lock().unwrap().get_mut(key)) {
+        if let (Patch::Merge(_), Some(Stored::Deployment(d))) =
+            (patch, self.objects.lock().unwrap().get_mut(key))
+        {
             let mut object = serde_json::to_value(&*d).unwrap();
             json_patch::merge(&mut object, &body);
             *d = serde_json::from_value(object).unwrap();
@@ -1547,7 +1549,12 @@ async fn timing_holds_writes_and_the_loop_guard_stops_them() {
             .api
             .patches()
             .iter()
-            .filter(|(_, kind, body)| *kind == "merge" && body.pointer("/metadata/annotations").is_some_and(|a| a.get(reloader_core::timing::HELD).is_some_and(|v| !v.is_null())))
+            .filter(|(_, kind, body)| {
+                *kind == "merge"
+                    && body
+                        .pointer("/metadata/annotations")
+                        .is_some_and(|a| a.get(reloader_core::timing::HELD).is_some_and(|v| !v.is_null()))
+            })
             .count();
         assert_eq!(recorded, case.holds_recorded, "{}: {:?}", case.name, h.api.patches());
         assert_eq!(h.reasons(), case.events, "{}", case.name);

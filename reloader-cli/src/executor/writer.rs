@@ -161,7 +161,12 @@ impl Writer {
     }
 
     /// Reloads `key` for `changes`; true when a write was made (not a dry run, not already current).
-    pub(crate) async fn reload(&self, key: &WorkloadKey, changes: &[MarkerChange], first_event: Instant) -> bool {
+    pub(crate) async fn reload(
+        &self,
+        key: &WorkloadKey,
+        changes: &[MarkerChange],
+        first_event: Instant,
+    ) -> bool {
         let started = Instant::now();
         let attempts = Attempts::new(key);
         let build = |w: &dyn Workload| w.reload_write(changes, &self.write_context());

@@ -31,8 +31,7 @@ pub(crate) fn adopt(index: &Index, key: &WorkloadKey, decide: &DecideOptions, qu
             return true;
         }
     };
-    let resources =
-        record.resources.iter().map(|(kind, name)| ResourceKey::new(*kind, &key.namespace, name));
+    let resources = record.resources.iter().map(|(kind, name)| ResourceKey::new(*kind, &key.namespace, name));
     let changes = index.replan(key, resources, decide);
     info!(workload = %key, until = %record.until, reason = record.reason.as_str(), changes = changes.len(), "taking up a held reload");
     queue.enqueue(key.clone(), Work::Reload(changes), instant_of(record.since));

@@ -5,7 +5,7 @@
 
 pub(crate) mod catch_up;
 mod csi;
-pub(crate) mod held;
+mod held;
 pub(crate) mod pause;
 pub(crate) mod standby;
 #[cfg(test)]
@@ -262,11 +262,9 @@ impl WorkloadState for Reconciler {
         if let Some(now) = index.workload(&key) {
             self.restarts.observe(now);
         }
-        let leading = *self.leader.borrow() && self.scope.contains(&key.namespace) && self.notifier.is_none();
-        if leading {
-            held::adopt(&index, &key, &self.config.decide, self.queue.as_ref());
-        }
         // An operator cleared the loop guard's stop: what changed meanwhile is applied once.
+        // (Held reloads are taken up by the catch-up sweep, once every watch has listed.)
+        let leading = *self.leader.borrow() && self.scope.contains(&key.namespace) && self.notifier.is_none();
         let stop_cleared = previous.as_ref().is_some_and(|p| p.loop_stopped())
             && index.workload(&key).is_some_and(|v| !v.loop_stopped());
         let after_stop = match stop_cleared && leading {

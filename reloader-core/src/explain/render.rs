@@ -129,7 +129,13 @@ fn workload_section(explanation: &Explanation) -> Section {
             );
         }
         if let Some(stop) = &timing.loop_stopped {
-            section.row("Loop guard", format!("reloads stopped: {stop}; delete the annotation {} to resume", crate::timing::LOOP_STOPPED));
+            section.row(
+                "Loop guard",
+                format!(
+                    "reloads stopped: {stop}; delete the annotation {} to resume",
+                    crate::timing::LOOP_STOPPED
+                ),
+            );
         }
     }
     if let Some(restart) = &w.restart {

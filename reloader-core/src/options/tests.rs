@@ -180,7 +180,10 @@ fn validation_errors_name_the_flag_and_the_value() {
             |r| r.maintenance_window = "Mun 02:00-04:00 UTC".into(),
             r#"invalid value "Mun 02:00-04:00 UTC" for --maintenance-window: unknown day "Mun" in "Mun 02:00-04:00 UTC""#,
         ),
-        (|r| r.loop_guard = "1/10m".into(), r#"invalid value "1/10m" for --loop-guard: reloads "1": expected a whole number, at least 2 (expected <reloads>/<duration> such as 20/10m, or off)"#),
+        (
+            |r| r.loop_guard = "1/10m".into(),
+            r#"invalid value "1/10m" for --loop-guard: reloads "1": expected a whole number, at least 2 (expected <reloads>/<duration> such as 20/10m, or off)"#,
+        ),
         (
             |r| r.coalesce_period = "-1s".into(),
             r#"invalid value "-1s" for --coalesce-period: negative duration "-1s""#,

@@ -73,11 +73,10 @@ impl RawOptions {
                     .map_err(|e| invalid("--maintenance-window", &self.maintenance_window, e.to_string()))?,
             )),
         };
-        let loop_guard = LoopGuard::parse(&self.loop_guard)
-            .map_err(|e| {
-                let reason = format!("{} (expected <reloads>/<duration> such as 20/10m, or off)", e.reason);
-                invalid("--loop-guard", &self.loop_guard, reason)
-            })?;
+        let loop_guard = LoopGuard::parse(&self.loop_guard).map_err(|e| {
+            let reason = format!("{} (expected <reloads>/<duration> such as 20/10m, or off)", e.reason);
+            invalid("--loop-guard", &self.loop_guard, reason)
+        })?;
         let max_writes_per_second = self.max_writes_per_second;
         if !(max_writes_per_second.is_finite() && max_writes_per_second >= 0.0) {
             return Err(invalid(

@@ -146,7 +146,12 @@ struct LoopStopJson {
 impl LoopStop {
     /// What tripped, for people: "20 reloads within 10m, the last for ConfigMap/settings".
     pub fn describe(&self) -> String {
-        format!("{} reloads within {}, the last for {}", self.reloads, short_go_duration(self.within), self.resource)
+        format!(
+            "{} reloads within {}, the last for {}",
+            self.reloads,
+            short_go_duration(self.within),
+            self.resource
+        )
     }
 
     /// The annotation's value.

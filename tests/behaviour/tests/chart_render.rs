@@ -142,6 +142,7 @@ fn rows() -> Vec<Row> {
                 "enableMetricsByNamespace": true, "webhookUrl": "https://hooks.example.com/x",
                 "custom_annotations": every_annotation,
                 "coalescePeriod": "2s", "maxWritesPerSecond": 50, "dryRun": true,
+                "maintenanceWindow": "Mon-Fri 02:00-04:00 Europe/Berlin", "loopGuard": "5/1m",
                 "ignoredSecretTypes": ["helm.sh/release.v1", "kubernetes.io/service-account-token"]}}),
             None,
         ),
@@ -222,6 +223,7 @@ const REJECTED: &[(&str, &str, &str)] = &[
         "/reloader/deployment/replicas",
     ),
     ("bad coalescePeriod", r#"{"reloader": {"coalescePeriod": "2 seconds"}}"#, "/reloader/coalescePeriod"),
+    ("bad loopGuard", r#"{"reloader": {"loopGuard": "often"}}"#, "/reloader/loopGuard"),
     ("webhook failurePolicy", r#"{"webhook": {"failurePolicy": "Maybe"}}"#, "/webhook/failurePolicy"),
     (
         "both resource types ignored",
@@ -310,6 +312,7 @@ fn defaults() -> Value {
             "namespaces": [], "enableHA": false, "enablePProf": false, "pprofAddr": ":6060",
             "enableCSIIntegration": false, "enableMetricsByNamespace": false, "webhookUrl": "",
             "custom_annotations": {}, "coalescePeriod": "", "maxWritesPerSecond": null, "dryRun": false,
+            "maintenanceWindow": "", "loopGuard": "",
             "ignoredSecretTypes": null, "readOnlyRootFileSystem": false,
             "deployment": {"replicas": 1},
             "rbac": {"enabled": true},
@@ -437,6 +440,12 @@ fn expected_args(values: &Value) -> Vec<String> {
     }
     if !text(&r["coalescePeriod"]).is_empty() {
         args.push(format!("--coalesce-period={}", text(&r["coalescePeriod"])));
+    }
+    if !text(&r["maintenanceWindow"]).is_empty() {
+        args.push(format!("--maintenance-window={}", text(&r["maintenanceWindow"])));
+    }
+    if !text(&r["loopGuard"]).is_empty() {
+        args.push(format!("--loop-guard={}", text(&r["loopGuard"])));
     }
     if !r["maxWritesPerSecond"].is_null() {
         args.push(format!("--max-writes-per-second={}", r["maxWritesPerSecond"]));

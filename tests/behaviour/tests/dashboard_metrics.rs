@@ -42,8 +42,13 @@ const DASHBOARD_MUST_QUERY: [&str; 12] = [
     "reloader_build_info",
 ];
 
-const ALERTS: [&str; 4] =
-    ["ReloaderReloadFailures", "ReloaderNoLeader", "ReloaderWatchErrors", "ReloaderWriteRateLimitSaturated"];
+const ALERTS: [&str; 5] = [
+    "ReloaderReloadFailures",
+    "ReloaderNoLeader",
+    "ReloaderWatchErrors",
+    "ReloaderReloadLoopStopped",
+    "ReloaderWriteRateLimitSaturated",
+];
 
 /// A tiny reader of the PromQL this project writes: enough to list the series and label names an
 /// expression reads, not to evaluate it.
@@ -502,7 +507,7 @@ fn the_chart_renders_the_dashboard_and_the_rules_only_when_enabled() {
     let names: Vec<_> = alerts.iter().map(|(alert, _)| alert.as_str()).collect();
     assert_eq!(
         names,
-        ["ReloaderReloadFailures", "ReloaderWriteRateLimitSaturated"],
+        ["ReloaderReloadFailures", "ReloaderReloadLoopStopped", "ReloaderWriteRateLimitSaturated"],
         "no HA, watchErrors off"
     );
     for (alert, expr) in &alerts {

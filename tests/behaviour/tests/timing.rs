@@ -6,25 +6,49 @@
 //!
 //! Build the binary first: `cargo build -p reloader-cli`.
 
+#[path = "ha_support/mod.rs"]
+#[allow(dead_code)]
+mod ha_support;
+
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::jiff::{Timestamp, ToSpan, tz::TimeZone};
 use kube::api::{Api, Patch, PatchParams};
-use reloader_core::timing::{DELAY, HELD, HeldReload, HoldReason, LOOP_STOPPED, MAINTENANCE_WINDOW, MIN_INTERVAL};
+use reloader_core::timing::{
+    DELAY, HELD, HeldReload, HoldReason, LOOP_STOPPED, MAINTENANCE_WINDOW, MIN_INTERVAL,
+};
 use reloader_harness::{NotYet, wait_until};
 use reloader_tests::fixtures::*;
 
 const RELOAD_TIMEOUT: Duration = Duration::from_secs(60);
 const AUTO: &str = "reloader.stakater.com/auto";
 const STRATEGY: Strategy = Strategy::EnvVars;
+const REVISION: &str = "deployment.kubernetes.io/revision";
 
 fn deployment(name: &str) -> WorkloadSpec {
     WorkloadSpec::new(Kind::Deployment, name).without_pods().metadata_annotation(AUTO, "true")
 }
 
-async fn generation(client: &kube::Client, id: &WorkloadId) -> i64 {
-    id.observe(client).await.unwrap().generation.unwrap_or_default()
+/// The Deployment's rollouts so far (its `deployment.kubernetes.io/revision`), once its
+/// controller has seen its latest generation. Not the generation: reloader's own metadata
+/// annotations (a held reload's record, the loop guard's stop) move that too.
+async fn rollouts(client: &kube::Client, id: &WorkloadId) -> i64 {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &id.namespace);
+    wait_until(&format!("{id}'s controller to catch up"), RELOAD_TIMEOUT, || async {
+        let deployment = deployments.get(&id.name).await?;
+        let generation = deployment.metadata.generation.unwrap_or_default();
+        let observed = deployment.status.as_ref().and_then(|s| s.observed_generation).unwrap_or_default();
+        let revision = deployment.metadata.annotations.as_ref().and_then(|a| a.get(REVISION));
+        match revision.and_then(|r| r.parse().ok()) {
+            Some(revision) if observed >= generation => Ok(revision),
+            _ => Err(NotYet::because(format!(
+                "observed generation {observed} < {generation}, revision {revision:?}"
+            ))),
+        }
+    })
+    .await
+    .unwrap()
 }
 
 /// The held-reload record the workload carries, once it carries one.
@@ -60,7 +84,7 @@ async fn reasons(client: &kube::Client, id: &WorkloadId) -> Vec<String> {
 /// without the annotation reloads at once.
 #[tokio::test(flavor = "multi_thread")]
 async fn k1_a_delay_joins_the_changes_within_it_into_one_reload() {
-    let env = TestEnv::new().await;
+    let env = TestEnv::with_crds().await;
     let TestEnv { client, ns, resources, .. } = &env;
     let settings = ResourceRef::configmap("settings");
     resources.create(&settings, &[("v", "1")]).await.unwrap();
@@ -70,9 +94,10 @@ async fn k1_a_delay_joins_the_changes_within_it_into_one_reload() {
         .create(client, ns.name())
         .await
         .unwrap();
-    let at_once = deployment("at-once").env_from_configmap("settings").create(client, ns.name()).await.unwrap();
+    let at_once =
+        deployment("at-once").env_from_configmap("settings").create(client, ns.name()).await.unwrap();
     let _reloader = env.reloader(STRATEGY, &[]).await;
-    let before = generation(client, &delayed).await;
+    let before = rollouts(client, &delayed).await;
 
     let changed = Instant::now();
     let second = resources.update_data(&settings, &[("v", "2")]).await.unwrap();
@@ -80,13 +105,20 @@ async fn k1_a_delay_joins_the_changes_within_it_into_one_reload() {
     let record = held_record(client, &delayed).await;
     assert_eq!(record.reason, HoldReason::Delay, "{record:?}");
     assert_eq!(record.resources, vec![(ResourceKind::ConfigMap, "settings".to_owned())]);
-    assert!(delayed.marker(client, &settings, STRATEGY).await.unwrap().is_none(), "reloaded within the delay");
+    assert!(
+        delayed.marker(client, &settings, STRATEGY).await.unwrap().is_none(),
+        "reloaded within the delay"
+    );
 
     tokio::time::sleep(Duration::from_secs(2)).await;
     let third = resources.update_data(&settings, &[("v", "3")]).await.unwrap();
     delayed.wait_for_marker(client, &settings, STRATEGY, &third, RELOAD_TIMEOUT).await.unwrap();
-    assert!(changed.elapsed() >= Duration::from_millis(7500), "reloaded {:?} after the change", changed.elapsed());
-    assert_eq!(generation(client, &delayed).await, before + 1, "one rollout for both changes");
+    assert!(
+        changed.elapsed() >= Duration::from_millis(7500),
+        "reloaded {:?} after the change",
+        changed.elapsed()
+    );
+    assert_eq!(rollouts(client, &delayed).await, before + 1, "one rollout for both changes");
     record_gone(client, &delayed).await;
     assert!(reasons(client, &delayed).await.iter().any(|r| r == "ReloadHeld"));
 }
@@ -95,7 +127,7 @@ async fn k1_a_delay_joins_the_changes_within_it_into_one_reload() {
 /// joined by the later ones: one more rollout, with the latest data.
 #[tokio::test(flavor = "multi_thread")]
 async fn k2_a_minimum_interval_holds_the_next_reload_to_its_end() {
-    let env = TestEnv::new().await;
+    let env = TestEnv::with_crds().await;
     let TestEnv { client, ns, resources, .. } = &env;
     let settings = ResourceRef::configmap("settings");
     resources.create(&settings, &[("v", "1")]).await.unwrap();
@@ -106,7 +138,7 @@ async fn k2_a_minimum_interval_holds_the_next_reload_to_its_end() {
         .await
         .unwrap();
     let _reloader = env.reloader(STRATEGY, &[]).await;
-    let before = generation(client, &spaced).await;
+    let before = rollouts(client, &spaced).await;
 
     let second = resources.update_data(&settings, &[("v", "2")]).await.unwrap();
     let took = spaced.wait_for_marker(client, &settings, STRATEGY, &second, RELOAD_TIMEOUT).await.unwrap();
@@ -117,8 +149,12 @@ async fn k2_a_minimum_interval_holds_the_next_reload_to_its_end() {
     assert_eq!(record.reason, HoldReason::MinInterval, "{record:?}");
     let fourth = resources.update_data(&settings, &[("v", "4")]).await.unwrap();
     spaced.wait_for_marker(client, &settings, STRATEGY, &fourth, RELOAD_TIMEOUT).await.unwrap();
-    assert!(first_reload.elapsed() >= Duration::from_secs(9), "{:?} after the first reload", first_reload.elapsed());
-    assert_eq!(generation(client, &spaced).await, before + 2);
+    assert!(
+        first_reload.elapsed() >= Duration::from_secs(9),
+        "{:?} after the first reload",
+        first_reload.elapsed()
+    );
+    assert_eq!(rollouts(client, &spaced).await, before + 2);
     record_gone(client, &spaced).await;
 }
 
@@ -126,7 +162,7 @@ async fn k2_a_minimum_interval_holds_the_next_reload_to_its_end() {
 /// in Europe/Berlin's wall time, starting at least 20 s from now).
 #[tokio::test(flavor = "multi_thread")]
 async fn k3_a_change_outside_the_window_waits_for_it_to_open() {
-    let env = TestEnv::new().await;
+    let env = TestEnv::with_crds().await;
     let TestEnv { client, ns, resources, .. } = &env;
     let berlin = TimeZone::get("Europe/Berlin").unwrap();
     let now = Timestamp::now().to_zoned(berlin.clone());
@@ -160,7 +196,7 @@ async fn k3_a_change_outside_the_window_waits_for_it_to_open() {
 /// when the recorded delay is over.
 #[tokio::test(flavor = "multi_thread")]
 async fn k4_a_held_reload_survives_a_restart() {
-    let env = TestEnv::new().await;
+    let env = TestEnv::with_crds().await;
     let TestEnv { client, ns, resources, .. } = &env;
     let settings = ResourceRef::configmap("settings");
     resources.create(&settings, &[("v", "1")]).await.unwrap();
@@ -171,7 +207,7 @@ async fn k4_a_held_reload_survives_a_restart() {
         .await
         .unwrap();
     let mut first = env.reloader(STRATEGY, &[]).await;
-    let before = generation(client, &kept).await;
+    let before = rollouts(client, &kept).await;
     let changed = Instant::now();
     let second = resources.update_data(&settings, &[("v", "2")]).await.unwrap();
     held_record(client, &kept).await;
@@ -179,20 +215,68 @@ async fn k4_a_held_reload_survives_a_restart() {
 
     let _second = env.reloader(STRATEGY, &[]).await;
     kept.wait_for_marker(client, &settings, STRATEGY, &second, RELOAD_TIMEOUT).await.unwrap();
-    assert!(changed.elapsed() >= Duration::from_millis(14_500), "applied {:?} after the change", changed.elapsed());
+    assert!(
+        changed.elapsed() >= Duration::from_millis(14_500),
+        "applied {:?} after the change",
+        changed.elapsed()
+    );
     record_gone(client, &kept).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(generation(client, &kept).await, before + 1, "applied exactly once");
+    assert_eq!(rollouts(client, &kept).await, before + 1, "applied exactly once");
+}
+
+/// K8: a fail-over while a change is held: the leader that held it is killed, the standby takes
+/// the Lease, reads the record and applies it once, when the delay is over.
+#[tokio::test(flavor = "multi_thread")]
+async fn k8_a_held_reload_survives_a_fail_over() {
+    let env = TestEnv::new().await;
+    let TestEnv { plane, client, ns, resources, .. } = &env;
+    let settings = ResourceRef::configmap("settings");
+    resources.create(&settings, &[("v", "1")]).await.unwrap();
+    let kept = deployment("kept")
+        .metadata_annotation(DELAY, "15s")
+        .env_from_configmap("settings")
+        .create(client, ns.name())
+        .await
+        .unwrap();
+    let names = ["r1", "r2"];
+    let mut replicas =
+        ha_support::start_replicas(plane, ns.name(), &names, ha_support::Timings::FAST, &[]).await;
+    let all: Vec<_> = replicas.iter().collect();
+    let first =
+        ha_support::wait_for_single_leader(client, ns.name(), &all, &names, RELOAD_TIMEOUT).await.unwrap();
+    let standby = 1 - first;
+    let before = rollouts(client, &kept).await;
+    let changed = Instant::now();
+    let second = resources.update_data(&settings, &[("v", "2")]).await.unwrap();
+    held_record(client, &kept).await;
+    replicas[first].kill();
+    ha_support::wait_for_holder(client, ns.name(), "the standby to lead", RELOAD_TIMEOUT, |h| {
+        h == names[standby]
+    })
+    .await
+    .unwrap();
+    kept.wait_for_marker(client, &settings, STRATEGY, &second, RELOAD_TIMEOUT).await.unwrap();
+    assert!(
+        changed.elapsed() >= Duration::from_millis(14_500),
+        "applied {:?} after the change",
+        changed.elapsed()
+    );
+    record_gone(client, &kept).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(rollouts(client, &kept).await, before + 1, "applied exactly once");
+    assert!(replicas[standby].log_text().contains("taking up a held reload"), "the new leader took it up");
 }
 
 /// K5: a change reverted while held reloads nothing, and the record goes.
 #[tokio::test(flavor = "multi_thread")]
 async fn k5_a_change_reverted_while_held_reloads_nothing() {
-    let env = TestEnv::new().await;
+    let env = TestEnv::with_crds().await;
     let TestEnv { client, ns, resources, .. } = &env;
     let settings = ResourceRef::configmap("settings");
     resources.create(&settings, &[("v", "1")]).await.unwrap();
-    let reverted = deployment("reverted").env_from_configmap("settings").create(client, ns.name()).await.unwrap();
+    let reverted =
+        deployment("reverted").env_from_configmap("settings").create(client, ns.name()).await.unwrap();
     let _reloader = env.reloader(STRATEGY, &[]).await;
     // A first reload without a delay, so the workload records the resource's hash.
     let second = resources.update_data(&settings, &[("v", "2")]).await.unwrap();
@@ -201,7 +285,7 @@ async fn k5_a_change_reverted_while_held_reloads_nothing() {
     let annotate = json_merge(DELAY, Some("6s"));
     deployments.patch("reverted", &PatchParams::default(), &annotate).await.unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let before = generation(client, &reverted).await;
+    let before = rollouts(client, &reverted).await;
 
     resources.update_data(&settings, &[("v", "3")]).await.unwrap();
     held_record(client, &reverted).await;
@@ -209,14 +293,14 @@ async fn k5_a_change_reverted_while_held_reloads_nothing() {
     record_gone(client, &reverted).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(reverted.marker(client, &settings, STRATEGY).await.unwrap().map(|m| m.value), Some(second));
-    assert_eq!(generation(client, &reverted).await, before, "a reverted change rolled the workload");
+    assert_eq!(rollouts(client, &reverted).await, before, "a reverted change rolled the workload");
 }
 
 /// K6: malformed timing annotations: an `InvalidAnnotation` Event naming them, and the reload
 /// happens as if they were absent.
 #[tokio::test(flavor = "multi_thread")]
 async fn k6_malformed_values_warn_and_reload_at_once() {
-    let env = TestEnv::new().await;
+    let env = TestEnv::with_crds().await;
     let TestEnv { client, ns, resources, .. } = &env;
     let settings = ResourceRef::configmap("settings");
     resources.create(&settings, &[("v", "1")]).await.unwrap();
@@ -253,13 +337,13 @@ async fn k6_malformed_values_warn_and_reload_at_once() {
 /// resumes, with one reload for what changed meanwhile.
 #[tokio::test(flavor = "multi_thread")]
 async fn k7_the_loop_guard_stops_a_reload_loop() {
-    let env = TestEnv::new().await;
+    let env = TestEnv::with_crds().await;
     let TestEnv { client, ns, resources, .. } = &env;
     let churn = ResourceRef::configmap("churn");
     resources.create(&churn, &[("at", "0")]).await.unwrap();
     let looping = deployment("looping").env_from_configmap("churn").create(client, ns.name()).await.unwrap();
     let reloader = env.reloader(STRATEGY, &["--loop-guard=5/1m"]).await;
-    let before = generation(client, &looping).await;
+    let before = rollouts(client, &looping).await;
 
     let writer = {
         let resources = resources.clone();
@@ -280,10 +364,11 @@ async fn k7_the_loop_guard_stops_a_reload_loop() {
     // Still rewritten for a while: nothing rolls any more.
     tokio::time::sleep(Duration::from_secs(4)).await;
     writer.abort();
-    let stopped_at = generation(client, &looping).await;
+    let stopped_at = rollouts(client, &looping).await;
     assert_eq!(stopped_at, before + 5, "rollouts past the threshold (stop record {stop})");
     let events = events_for(client, ns.name(), Kind::Deployment, "looping").await.unwrap();
-    let warning = events.iter().find(|e| e.reason.as_deref() == Some("ReloadLoopStopped")).expect("the Warning Event");
+    let warning =
+        events.iter().find(|e| e.reason.as_deref() == Some("ReloadLoopStopped")).expect("the Warning Event");
     let message = warning.message.clone().unwrap_or_default();
     assert!(message.contains("5 reloads within 1m") && message.contains("churn"), "{message}");
     assert_eq!(warning.type_.as_deref(), Some("Warning"));
@@ -294,7 +379,7 @@ async fn k7_the_loop_guard_stops_a_reload_loop() {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
     deployments.patch("looping", &PatchParams::default(), &json_merge(LOOP_STOPPED, None)).await.unwrap();
     looping.wait_for_marker(client, &churn, STRATEGY, &latest, RELOAD_TIMEOUT).await.unwrap();
-    assert_eq!(generation(client, &looping).await, stopped_at + 1, "one reload after the stop was cleared");
+    assert_eq!(rollouts(client, &looping).await, stopped_at + 1, "one reload after the stop was cleared");
     assert_eq!(reloader.metric("reloader_reload_loops_stopped").await.unwrap(), Some(0.0));
 }
 

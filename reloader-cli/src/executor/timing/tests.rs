@@ -64,7 +64,12 @@ fn holds_follow_the_annotations_and_the_record() {
     // (case, annotations, now, gate)
     let cases: Vec<(&str, Vec<(&str, &str)>, &str, Gate)> = vec![
         ("no annotation: at once", vec![], T0, Gate::Go),
-        ("a delay holds", vec![(DELAY, "5m")], T0, held(T0, "2026-12-01T10:05:00Z", HoldReason::Delay, &["settings"])),
+        (
+            "a delay holds",
+            vec![(DELAY, "5m")],
+            T0,
+            held(T0, "2026-12-01T10:05:00Z", HoldReason::Delay, &["settings"]),
+        ),
         ("a delay over: go", vec![(DELAY, "5m")], "2026-12-01T10:05:00Z", Gate::Go),
         ("a malformed delay is no delay", vec![(DELAY, "soon")], T0, Gate::Go),
         ("no last reload: the interval holds nothing", vec![(MIN_INTERVAL, "1h")], T0, Gate::Go),
@@ -114,7 +119,10 @@ fn the_interval_counts_from_the_last_reload_this_process_made() {
     keeper.reloaded(Some(&view), &view.key, at(T0));
     let later = at("2026-12-01T10:04:00Z");
     let gate = keeper.gate(Some(&view), &[change("settings")], later, later);
-    assert_eq!(gate, held("2026-12-01T10:04:00Z", "2026-12-01T10:10:00Z", HoldReason::MinInterval, &["settings"]));
+    assert_eq!(
+        gate,
+        held("2026-12-01T10:04:00Z", "2026-12-01T10:10:00Z", HoldReason::MinInterval, &["settings"])
+    );
     let after = at("2026-12-01T10:10:00Z");
     assert_eq!(keeper.gate(Some(&view), &[change("settings")], later, after), Gate::Go);
 }
@@ -140,5 +148,9 @@ fn the_loop_guard_trips_past_its_threshold_and_forgets_on_a_stop() {
     // Spaced out, the same count never trips.
     assert_eq!(keeper.gate(Some(&view), &changes, second(61), second(61)), Gate::Go);
     keeper.forget(&view.key);
-    assert_eq!(keeper.gate(Some(&view), &changes, second(3), second(3)), Gate::Go, "a cleared stop counts anew");
+    assert_eq!(
+        keeper.gate(Some(&view), &changes, second(3), second(3)),
+        Gate::Go,
+        "a cleared stop counts anew"
+    );
 }

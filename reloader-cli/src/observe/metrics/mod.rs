@@ -20,9 +20,9 @@ use prometheus_client::registry::{Registry, Unit};
 
 use self::labels::{
     ActionLabels, AdmissionLabels, AdmissionRejectionLabels, BuildLabels, ChannelLabels, EventLabels,
-    EventOutcomeLabels, EvictionLabels, HoldLabels, KindLabels, ProcessedEventLabels, ReasonLabels, RestLatencyLabels,
-    RestRequestLabels, RestartOutcomeLabels, ResultLabels, SuccessLabels, SuccessNamespaceLabels, TypeLabels,
-    VerbatimCounter, WorkloadKindLabels,
+    EventOutcomeLabels, EvictionLabels, HoldLabels, KindLabels, ProcessedEventLabels, ReasonLabels,
+    RestLatencyLabels, RestRequestLabels, RestartOutcomeLabels, ResultLabels, SuccessLabels,
+    SuccessNamespaceLabels, TypeLabels, VerbatimCounter, WorkloadKindLabels,
 };
 
 mod admission;
