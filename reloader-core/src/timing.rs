@@ -20,12 +20,14 @@ use crate::duration::{format_go_duration, parse_go_duration};
 use crate::model::ResourceKind;
 use crate::views::WorkloadView;
 
+mod gate;
 mod loop_guard;
 mod window;
 
 #[cfg(test)]
 mod tests;
 
+pub use gate::{DueWrite, Gate, gate};
 pub use loop_guard::{LoopGuard, LoopGuardError, LoopStop, ReloadHistory, Verdict};
 pub use window::{WindowError, Windows};
 

@@ -19,7 +19,7 @@ use jiff::Timestamp;
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::markers::MarkerChange;
 use reloader_core::model::WorkloadKey;
-use reloader_core::timing::{HELD, HeldReload, HoldReason, LOOP_STOPPED, LoopGuard, Windows};
+use reloader_core::timing::{Gate, HELD, HeldReload, HoldReason, LOOP_STOPPED, LoopGuard, Windows};
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -29,7 +29,7 @@ use tracing::{Instrument as _, debug, error, info, warn};
 pub(crate) use api::{WorkloadApi, WorkloadViews};
 pub(crate) use kube_api::KubeWorkloadApi;
 use rate_limit::RateLimiter;
-use timing::{Gate, Timekeeper};
+use timing::Timekeeper;
 use writer::Writer;
 
 use crate::notify::alerts::AlertQueue;

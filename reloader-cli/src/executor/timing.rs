@@ -1,7 +1,6 @@
-//! When a due write may go (docs/beyond-stakater.md §15): a workload's delay, minimum interval
-//! and maintenance windows hold its reload; the loop guard stops a workload reloaded too often.
-//! The executor records a hold on the workload itself, so a restart or a new leader applies it
-//! once, at the same time.
+//! When a due write may go (docs/beyond-stakater.md §15): core's [`gate`] decides from the
+//! workload's annotations, the hold it records and what this process remembers of its recent
+//! reloads (the loop guard's count, the last reload a minimum interval counts from), kept here.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,24 +10,12 @@ use jiff::Timestamp;
 use reloader_core::markers::MarkerChange;
 use reloader_core::model::WorkloadKey;
 use reloader_core::timing::{
-    HeldReload, HoldReason, LoopGuard, LoopStop, ReloadHistory, Timing, Verdict, Windows,
+    DueWrite, Gate, HeldReload, LoopGuard, ReloadHistory, Timing, Verdict, Windows, gate,
 };
 use reloader_core::views::WorkloadView;
 
 /// How often the histories of workloads no longer reloading are dropped.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
-
-/// What a due write does now.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Gate {
-    Go,
-    /// Not before `record.until`; the record is what the workload keeps of the hold.
-    Hold(HeldReload),
-    /// The loop guard tripped: the write is dropped and the workload's reloads stop.
-    Stop(LoopStop),
-    /// The workload's reloads are stopped already (queued before the stop reached the index).
-    Stopped,
-}
 
 /// The timing settings, and the recent reloads of each workload that the loop guard and the
 /// minimum intervals count from.
@@ -52,8 +39,8 @@ impl Timekeeper {
         Timekeeper { default_windows, loop_guard, recent: Mutex::default() }
     }
 
-    /// Whether the reload of `changes`, first seen at `changed_at`, goes now. A hold the
-    /// workload records (from this or an earlier leader) counts from its own start.
+    /// Whether the reload of `changes`, first seen at `changed_at`, goes now (core's
+    /// [`gate`], with what this process remembers of the workload's reloads).
     pub(super) fn gate(
         &self,
         view: Option<&WorkloadView>,
@@ -62,38 +49,24 @@ impl Timekeeper {
         now: Timestamp,
     ) -> Gate {
         let Some(view) = view else { return Gate::Go };
-        if view.loop_stopped() {
-            return Gate::Stopped;
-        }
         let (timing, _) = Timing::of_view(view, self.default_windows.as_ref());
         let recorded = view.held_record().and_then(|text| HeldReload::parse(text).ok());
         let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
-        if !timing.is_immediate() {
-            let since = recorded.as_ref().map_or(changed_at, |r| r.since.min(changed_at));
-            let last_reload = recent.intervals.get(&view.key).map(|(at, _)| *at).or_else(|| {
-                // After a restart the last reload is known only through the hold it caused.
-                let r = recorded.as_ref().filter(|r| r.reason == HoldReason::MinInterval)?;
-                r.until.checked_sub(timing.min_interval).ok()
-            });
-            let release = timing.release_at(since, last_reload);
-            if let Some(reason) = release.held_by
-                && release.at > now
-            {
-                let mut resources: Vec<_> = recorded.map(|r| r.resources).unwrap_or_default();
-                resources.extend(changes.iter().map(|c| (c.resource.kind, c.resource.name.to_string())));
-                resources.sort_unstable();
-                resources.dedup();
-                return Gate::Hold(HeldReload { since, until: release.at, reason, resources });
-            }
-        }
-        if let Some(guard) = &self.loop_guard
-            && let Some(history) = recent.histories.get(&view.key)
-            && let Verdict::Trip { reloads, within } = history.allows(guard, now)
-        {
-            let resource = changes.first().map(|c| format!("{}/{}", c.resource.kind, c.resource.name));
-            return Gate::Stop(LoopStop { at: now, reloads, within, resource: resource.unwrap_or_default() });
-        }
-        Gate::Go
+        let history = recent.histories.get(&view.key);
+        let loop_verdict = match (&self.loop_guard, history) {
+            (Some(guard), Some(history)) => history.allows(guard, now),
+            _ => Verdict::Allow,
+        };
+        gate(&DueWrite {
+            changes,
+            timing: &timing,
+            recorded: recorded.as_ref(),
+            changed_at,
+            last_reload: recent.intervals.get(&view.key).map(|(at, _)| *at),
+            loop_verdict,
+            loop_stopped: view.loop_stopped(),
+            now,
+        })
     }
 
     /// A reload of `view`'s workload was written at `at`.

@@ -411,3 +411,53 @@ fn the_declaration_and_the_restart_method_are_shown() {
     assert_eq!(json["workload"]["declared"]["target"], "template");
     assert!(json["workload"]["restart"].as_str().unwrap().contains("by eviction"));
 }
+
+/// docs/beyond-stakater.md §15: the timing, a reload held now (why, until when) and a loop
+/// guard's stop are shown with the workload; a workload with none of them shows none.
+#[test]
+fn timing_holds_and_loop_stops_are_shown() {
+    use crate::timing::{DELAY, HELD, HeldReload, HoldReason, LOOP_STOPPED, LoopStop, MAINTENANCE_WINDOW, Windows};
+    let at = |text: &str| text.parse::<jiff::Timestamp>().unwrap();
+    let record = HeldReload {
+        since: at("2026-12-01T10:00:00Z"),
+        until: at("2026-12-02T02:00:00Z"),
+        reason: HoldReason::MaintenanceWindow,
+        resources: vec![(ResourceKind::ConfigMap, "settings".to_owned())],
+    };
+    let stop = LoopStop {
+        at: at("2026-12-01T09:00:00Z"),
+        reloads: 20,
+        within: std::time::Duration::from_secs(600),
+        resource: "ConfigMap/churn".to_owned(),
+    };
+    let held = deployment("web")
+        .annotate(DELAY, "5m")
+        .annotate(MAINTENANCE_WINDOW, "Mon-Fri 02:00-04:00 Europe/Berlin")
+        .annotate(HELD, &record.to_annotation());
+    let explanation = explained(&held, &[]);
+    let json = serde_json::to_value(&explanation).unwrap();
+    let timing = &json["workload"]["timing"];
+    assert_eq!(timing["delay"], "5m0s");
+    assert_eq!(timing["maintenance_window"], "Mon-Fri 02:00-04:00 Europe/Berlin");
+    assert_eq!(timing["held"]["reason"], "maintenance-window");
+    assert_eq!(timing["held"]["until"], "2026-12-02T02:00:00Z");
+    assert_eq!(timing["held"]["resources"], serde_json::json!(["ConfigMap/settings"]));
+    let text = render_text(&explanation);
+    assert!(text.contains("ConfigMap/settings held by the maintenance-window since 2026-12-01T10:00:00Z; applied at 2026-12-02T02:00:00Z"), "{text}");
+
+    let stopped = deployment("web").annotate(LOOP_STOPPED, &stop.to_annotation());
+    let text = render_text(&explained(&stopped, &[]));
+    assert!(text.contains("reloads stopped: 20 reloads within 10m, the last for ConfigMap/churn"), "{text}");
+
+    assert!(serde_json::to_value(explained(&deployment("web"), &[])).unwrap()["workload"].get("timing").is_none());
+    // The default windows show for every workload, unless it says "always".
+    let settings = ExplainSettings {
+        default_windows: Some(Arc::new("* 02:00-04:00 UTC".parse::<Windows>().unwrap())),
+        ..ExplainSettings::default()
+    };
+    let json = serde_json::to_value(explained_with(&deployment("web"), &[], &settings)).unwrap();
+    assert_eq!(json["workload"]["timing"]["maintenance_window"], "* 02:00-04:00 UTC");
+    let always = deployment("web").annotate(MAINTENANCE_WINDOW, "always");
+    let json = serde_json::to_value(explained_with(&always, &[], &settings)).unwrap();
+    assert!(json["workload"].get("timing").is_none(), "{json}");
+}

@@ -7,6 +7,8 @@ use reloader_core::model::{ContentHash, ReloadStrategy, ResourceKey, ResourceKin
 use reloader_core::timing::{DELAY, HELD, MAINTENANCE_WINDOW, MIN_INTERVAL};
 use serde_json::json;
 
+use reloader_core::timing::{HoldReason, LoopStop};
+
 use super::*;
 use crate::kinds::Loaded;
 use crate::views::workload_view;
