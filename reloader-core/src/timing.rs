@@ -223,12 +223,6 @@ impl HeldReload {
         serde_json::to_string(&json).expect("strings serialize")
     }
 
-    /// The held reload a workload records; `None` without one, a problem when unreadable (the
-    /// caller decides; the record is never silently taken for absent).
-    pub fn read(annotations: Option<&BTreeMap<String, String>>) -> Option<Result<HeldReload, TimingProblem>> {
-        annotations?.get(HELD).map(|value| Self::parse(value))
-    }
-
     /// The [`HELD`] annotation's value, as a workload view keeps it.
     pub fn parse(value: &str) -> Result<HeldReload, TimingProblem> {
         let problem = |reason| TimingProblem::new(HELD, value, reason);

@@ -4,7 +4,7 @@
 //! stops the workload's reloads before the next write and records it on the workload
 //! ([`LoopStop`]); reloads resume when an operator deletes that record.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
 
@@ -163,12 +163,6 @@ impl LoopStop {
             resource: self.resource.clone(),
         };
         serde_json::to_string(&json).expect("strings and numbers serialize")
-    }
-
-    /// The stop a workload records; `None` without one. An unreadable record is a problem, yet
-    /// still a stop: the caller keeps the workload stopped until the annotation is deleted.
-    pub fn read(annotations: Option<&BTreeMap<String, String>>) -> Option<Result<LoopStop, TimingProblem>> {
-        annotations?.get(LOOP_STOPPED).map(|value| Self::parse(value))
     }
 
     /// The [`LOOP_STOPPED`] annotation's value, as a workload view keeps it.

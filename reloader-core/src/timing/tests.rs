@@ -173,12 +173,10 @@ fn a_held_reload_round_trips_sorted_and_deduplicated() {
         value,
         r#"{"since":"2026-01-05T10:00:00Z","until":"2026-01-06T02:00:00.5Z","reason":"maintenance-window","resources":["ConfigMap/app","Secret/db","SecretProviderClass/vault"]}"#
     );
-    let read = HeldReload::read(Some(&annotations(&[(HELD, &value)]))).unwrap().unwrap();
+    let read = HeldReload::parse(&value).unwrap();
     assert_eq!(read.resources.len(), 3);
     assert_eq!(read.to_annotation(), value);
     assert_eq!(HeldReload { resources: held.resources[..3].to_vec(), ..held.clone() }.to_annotation(), value);
-    assert_eq!(HeldReload::read(None), None);
-    assert_eq!(HeldReload::read(Some(&annotations(&[(DELAY, "5m")]))), None);
 }
 
 #[test]
@@ -195,7 +193,7 @@ fn an_unreadable_held_reload_is_a_problem() {
         (&valid.replace(r#","reason":"delay""#, ""), "missing field `reason`"),
     ];
     for (value, reason) in cases {
-        let problem = HeldReload::read(Some(&annotations(&[(HELD, value)]))).unwrap().unwrap_err();
+        let problem = HeldReload::parse(value).unwrap_err();
         assert_eq!((problem.annotation, problem.value.as_str()), (HELD, value));
         assert!(problem.reason.starts_with(reason), "{value}: {}", problem.reason);
     }

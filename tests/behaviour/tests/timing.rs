@@ -30,6 +30,15 @@ fn deployment(name: &str) -> WorkloadSpec {
     WorkloadSpec::new(Kind::Deployment, name).without_pods().metadata_annotation(AUTO, "true")
 }
 
+/// The ConfigMap `settings` (`v: 1`) and a Deployment `name` that uses it, with `annotations`.
+async fn settings_and(env: &TestEnv<'_>, name: &str, annotations: &[(&str, &str)]) -> (ResourceRef, WorkloadId) {
+    let settings = ResourceRef::configmap("settings");
+    env.resources.create(&settings, &[("v", "1")]).await.unwrap();
+    let spec = annotations.iter().fold(deployment(name), |spec, (k, v)| spec.metadata_annotation(k, v));
+    let id = spec.env_from_configmap("settings").create(&env.client, env.ns.name()).await.unwrap();
+    (settings, id)
+}
+
 /// The Deployment's rollouts so far (its `deployment.kubernetes.io/revision`), once its
 /// controller has seen its latest generation. Not the generation: reloader's own metadata
 /// annotations (a held reload's record, the loop guard's stop) move that too.
@@ -86,14 +95,7 @@ async fn reasons(client: &kube::Client, id: &WorkloadId) -> Vec<String> {
 async fn k1_a_delay_joins_the_changes_within_it_into_one_reload() {
     let env = TestEnv::with_crds().await;
     let TestEnv { client, ns, resources, .. } = &env;
-    let settings = ResourceRef::configmap("settings");
-    resources.create(&settings, &[("v", "1")]).await.unwrap();
-    let delayed = deployment("delayed")
-        .metadata_annotation(DELAY, "8s")
-        .env_from_configmap("settings")
-        .create(client, ns.name())
-        .await
-        .unwrap();
+    let (settings, delayed) = settings_and(&env, "delayed", &[(DELAY, "8s")]).await;
     let at_once =
         deployment("at-once").env_from_configmap("settings").create(client, ns.name()).await.unwrap();
     let _reloader = env.reloader(STRATEGY, &[]).await;
@@ -129,14 +131,7 @@ async fn k1_a_delay_joins_the_changes_within_it_into_one_reload() {
 async fn k2_a_minimum_interval_holds_the_next_reload_to_its_end() {
     let env = TestEnv::with_crds().await;
     let TestEnv { client, ns, resources, .. } = &env;
-    let settings = ResourceRef::configmap("settings");
-    resources.create(&settings, &[("v", "1")]).await.unwrap();
-    let spaced = deployment("spaced")
-        .metadata_annotation(MIN_INTERVAL, "10s")
-        .env_from_configmap("settings")
-        .create(client, ns.name())
-        .await
-        .unwrap();
+    let (settings, spaced) = settings_and(&env, "spaced", &[(MIN_INTERVAL, "10s")]).await;
     let _reloader = env.reloader(STRATEGY, &[]).await;
     let before = rollouts(client, &spaced).await;
 
@@ -172,14 +167,7 @@ async fn k3_a_change_outside_the_window_waits_for_it_to_open() {
     }
     let closes = opens.checked_add(1.minute()).unwrap();
     let window = format!("* {}-{} Europe/Berlin", opens.strftime("%H:%M"), closes.strftime("%H:%M"));
-    let settings = ResourceRef::configmap("settings");
-    resources.create(&settings, &[("v", "1")]).await.unwrap();
-    let nightly = deployment("nightly")
-        .metadata_annotation(MAINTENANCE_WINDOW, &window)
-        .env_from_configmap("settings")
-        .create(client, ns.name())
-        .await
-        .unwrap();
+    let (settings, nightly) = settings_and(&env, "nightly", &[(MAINTENANCE_WINDOW, window.as_str())]).await;
     let _reloader = env.reloader(STRATEGY, &[]).await;
 
     let second = resources.update_data(&settings, &[("v", "2")]).await.unwrap();
@@ -198,14 +186,7 @@ async fn k3_a_change_outside_the_window_waits_for_it_to_open() {
 async fn k4_a_held_reload_survives_a_restart() {
     let env = TestEnv::with_crds().await;
     let TestEnv { client, ns, resources, .. } = &env;
-    let settings = ResourceRef::configmap("settings");
-    resources.create(&settings, &[("v", "1")]).await.unwrap();
-    let kept = deployment("kept")
-        .metadata_annotation(DELAY, "15s")
-        .env_from_configmap("settings")
-        .create(client, ns.name())
-        .await
-        .unwrap();
+    let (settings, kept) = settings_and(&env, "kept", &[(DELAY, "15s")]).await;
     let mut first = env.reloader(STRATEGY, &[]).await;
     let before = rollouts(client, &kept).await;
     let changed = Instant::now();
@@ -231,14 +212,7 @@ async fn k4_a_held_reload_survives_a_restart() {
 async fn k8_a_held_reload_survives_a_fail_over() {
     let env = TestEnv::new().await;
     let TestEnv { plane, client, ns, resources, .. } = &env;
-    let settings = ResourceRef::configmap("settings");
-    resources.create(&settings, &[("v", "1")]).await.unwrap();
-    let kept = deployment("kept")
-        .metadata_annotation(DELAY, "15s")
-        .env_from_configmap("settings")
-        .create(client, ns.name())
-        .await
-        .unwrap();
+    let (settings, kept) = settings_and(&env, "kept", &[(DELAY, "15s")]).await;
     let names = ["r1", "r2"];
     let mut replicas =
         ha_support::start_replicas(plane, ns.name(), &names, ha_support::Timings::FAST, &[]).await;
@@ -302,15 +276,7 @@ async fn k5_a_change_reverted_while_held_reloads_nothing() {
 async fn k6_malformed_values_warn_and_reload_at_once() {
     let env = TestEnv::with_crds().await;
     let TestEnv { client, ns, resources, .. } = &env;
-    let settings = ResourceRef::configmap("settings");
-    resources.create(&settings, &[("v", "1")]).await.unwrap();
-    let malformed = deployment("malformed")
-        .metadata_annotation(DELAY, "soon")
-        .metadata_annotation(MAINTENANCE_WINDOW, "Mon-Fry 02:00-04:00 Europe/Berlin")
-        .env_from_configmap("settings")
-        .create(client, ns.name())
-        .await
-        .unwrap();
+    let (settings, malformed) = settings_and(&env, "malformed", &[(DELAY, "soon"), (MAINTENANCE_WINDOW, "Mon-Fry 02:00-04:00 Europe/Berlin")]).await;
     let _reloader = env.reloader(STRATEGY, &[]).await;
     let message = wait_until("an InvalidAnnotation Event", RELOAD_TIMEOUT, || async {
         let events = events_for(client, ns.name(), Kind::Deployment, "malformed").await?;

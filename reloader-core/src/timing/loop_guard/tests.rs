@@ -127,10 +127,7 @@ fn the_stop_record_round_trips_and_a_bad_one_is_a_problem() {
         value,
         r#"{"at":"2026-01-05T10:00:00Z","reloads":20,"within":"10m","resource":"ConfigMap/app"}"#
     );
-    let annotations = |value: &str| BTreeMap::from([(LOOP_STOPPED.to_owned(), value.to_owned())]);
-    assert_eq!(LoopStop::read(Some(&annotations(&value))), Some(Ok(stop)));
-    assert_eq!(LoopStop::read(None), None);
-    assert_eq!(LoopStop::read(Some(&BTreeMap::new())), None);
+    assert_eq!(LoopStop::parse(&value), Ok(stop));
     for bad in [
         "",
         "stopped",
@@ -139,7 +136,7 @@ fn the_stop_record_round_trips_and_a_bad_one_is_a_problem() {
         r#"{"at":"2026-01-05T10:00:00Z","reloads":-1,"within":"10m","resource":"ConfigMap/app"}"#,
         r#"{"at":"2026-01-05T10:00:00Z","within":"10m","resource":"ConfigMap/app"}"#,
     ] {
-        let problem = LoopStop::read(Some(&annotations(bad))).unwrap().unwrap_err();
+        let problem = LoopStop::parse(bad).unwrap_err();
         assert_eq!((problem.annotation, problem.value.as_str()), (LOOP_STOPPED, bad));
     }
 }
