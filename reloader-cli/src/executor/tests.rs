@@ -631,7 +631,7 @@ const WRITE_CASES: &[WriteCase] = &[
 #[tokio::test(start_paused = true)]
 async fn write_outcomes() {
     for case in WRITE_CASES {
-        let h = start(case.setup.clone());
+        let h = start(case.setup);
         let workload = key(WorkloadKind::Deployment, "web");
         match case.object {
             Object::Plain => deployment_exists(&h.api, &workload),

@@ -416,7 +416,9 @@ fn the_declaration_and_the_restart_method_are_shown() {
 /// guard's stop are shown with the workload; a workload with none of them shows none.
 #[test]
 fn timing_holds_and_loop_stops_are_shown() {
-    use crate::timing::{DELAY, HELD, HeldReload, HoldReason, LOOP_STOPPED, LoopStop, MAINTENANCE_WINDOW, Windows};
+    use crate::timing::{
+        DELAY, HELD, HeldReload, HoldReason, LOOP_STOPPED, LoopStop, MAINTENANCE_WINDOW, Windows,
+    };
     let at = |text: &str| text.parse::<jiff::Timestamp>().unwrap();
     let record = HeldReload {
         since: at("2026-12-01T10:00:00Z"),
@@ -449,7 +451,9 @@ fn timing_holds_and_loop_stops_are_shown() {
     let text = render_text(&explained(&stopped, &[]));
     assert!(text.contains("reloads stopped: 20 reloads within 10m, the last for ConfigMap/churn"), "{text}");
 
-    assert!(serde_json::to_value(explained(&deployment("web"), &[])).unwrap()["workload"].get("timing").is_none());
+    assert!(
+        serde_json::to_value(explained(&deployment("web"), &[])).unwrap()["workload"].get("timing").is_none()
+    );
     // The default windows show for every workload, unless it says "always".
     let settings = ExplainSettings {
         default_windows: Some(Arc::new("* 02:00-04:00 UTC".parse::<Windows>().unwrap())),

@@ -7,7 +7,6 @@
 //! Build the binary first: `cargo build -p reloader-cli`.
 
 #[path = "ha_support/mod.rs"]
-#[allow(dead_code)]
 mod ha_support;
 
 use std::time::{Duration, Instant};
@@ -31,10 +30,14 @@ fn deployment(name: &str) -> WorkloadSpec {
 }
 
 /// The ConfigMap `settings` (`v: 1`) and a Deployment `name` that uses it, with `annotations`.
-async fn settings_and(env: &TestEnv<'_>, name: &str, annotations: &[(&str, &str)]) -> (ResourceRef, WorkloadId) {
+async fn settings_and(
+    env: &TestEnv<'_>,
+    name: &str,
+    annotations: &[(&str, &str)],
+) -> (ResourceRef, WorkloadId) {
     let settings = ResourceRef::configmap("settings");
     env.resources.create(&settings, &[("v", "1")]).await.unwrap();
-    let spec = annotations.iter().fold(deployment(name), |spec, (k, v)| spec.metadata_annotation(k, v));
+    let spec = annotations.iter().fold(deployment(name), |spec, (k, v)| spec.metadata_annotation(*k, *v));
     let id = spec.env_from_configmap("settings").create(&env.client, env.ns.name()).await.unwrap();
     (settings, id)
 }
@@ -130,7 +133,7 @@ async fn k1_a_delay_joins_the_changes_within_it_into_one_reload() {
 #[tokio::test(flavor = "multi_thread")]
 async fn k2_a_minimum_interval_holds_the_next_reload_to_its_end() {
     let env = TestEnv::with_crds().await;
-    let TestEnv { client, ns, resources, .. } = &env;
+    let TestEnv { client, resources, .. } = &env;
     let (settings, spaced) = settings_and(&env, "spaced", &[(MIN_INTERVAL, "10s")]).await;
     let _reloader = env.reloader(STRATEGY, &[]).await;
     let before = rollouts(client, &spaced).await;
@@ -158,7 +161,7 @@ async fn k2_a_minimum_interval_holds_the_next_reload_to_its_end() {
 #[tokio::test(flavor = "multi_thread")]
 async fn k3_a_change_outside_the_window_waits_for_it_to_open() {
     let env = TestEnv::with_crds().await;
-    let TestEnv { client, ns, resources, .. } = &env;
+    let TestEnv { client, resources, .. } = &env;
     let berlin = TimeZone::get("Europe/Berlin").unwrap();
     let now = Timestamp::now().to_zoned(berlin.clone());
     let mut opens = now.round(k8s_openapi::jiff::Unit::Minute).unwrap();
@@ -185,7 +188,7 @@ async fn k3_a_change_outside_the_window_waits_for_it_to_open() {
 #[tokio::test(flavor = "multi_thread")]
 async fn k4_a_held_reload_survives_a_restart() {
     let env = TestEnv::with_crds().await;
-    let TestEnv { client, ns, resources, .. } = &env;
+    let TestEnv { client, resources, .. } = &env;
     let (settings, kept) = settings_and(&env, "kept", &[(DELAY, "15s")]).await;
     let mut first = env.reloader(STRATEGY, &[]).await;
     let before = rollouts(client, &kept).await;
@@ -276,7 +279,12 @@ async fn k5_a_change_reverted_while_held_reloads_nothing() {
 async fn k6_malformed_values_warn_and_reload_at_once() {
     let env = TestEnv::with_crds().await;
     let TestEnv { client, ns, resources, .. } = &env;
-    let (settings, malformed) = settings_and(&env, "malformed", &[(DELAY, "soon"), (MAINTENANCE_WINDOW, "Mon-Fry 02:00-04:00 Europe/Berlin")]).await;
+    let (settings, malformed) = settings_and(
+        &env,
+        "malformed",
+        &[(DELAY, "soon"), (MAINTENANCE_WINDOW, "Mon-Fry 02:00-04:00 Europe/Berlin")],
+    )
+    .await;
     let _reloader = env.reloader(STRATEGY, &[]).await;
     let message = wait_until("an InvalidAnnotation Event", RELOAD_TIMEOUT, || async {
         let events = events_for(client, ns.name(), Kind::Deployment, "malformed").await?;

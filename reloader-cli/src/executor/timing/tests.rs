@@ -64,7 +64,8 @@ fn holds_follow_the_annotations_and_the_record() {
     }
     .to_annotation();
     // (case, annotations, now, gate)
-    let cases: Vec<(&str, Vec<(&str, &str)>, &str, Gate)> = vec![
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, &'a str, Gate);
+    let cases: Vec<Case> = vec![
         ("no annotation: at once", vec![], T0, Gate::Go),
         (
             "a delay holds",
