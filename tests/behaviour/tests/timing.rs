@@ -11,7 +11,7 @@ mod ha_support;
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::jiff::{Timestamp, ToSpan, tz::TimeZone};
 use kube::api::{Api, Patch, PatchParams};
 use reloader_core::timing::{
@@ -61,6 +61,15 @@ async fn rollouts(client: &kube::Client, id: &WorkloadId) -> i64 {
     })
     .await
     .unwrap()
+}
+
+/// The Deployment's ReplicaSets (one per rollout, up to its revision history limit of 10),
+/// once its controller has seen its latest generation.
+async fn replica_sets(client: &kube::Client, id: &WorkloadId) -> usize {
+    rollouts(client, id).await;
+    let replica_sets: Api<ReplicaSet> = Api::namespaced(client.clone(), &id.namespace);
+    let selector = format!("app={}", id.name);
+    replica_sets.list(&kube::api::ListParams::default().labels(&selector)).await.unwrap().items.len()
 }
 
 /// The held-reload record the workload carries, once it carries one.
@@ -318,6 +327,7 @@ async fn k7_the_loop_guard_stops_a_reload_loop() {
     let looping = deployment("looping").env_from_configmap("churn").create(client, ns.name()).await.unwrap();
     let reloader = env.reloader(STRATEGY, &["--loop-guard=5/1m"]).await;
     let before = rollouts(client, &looping).await;
+    let replica_sets_before = replica_sets(client, &looping).await;
 
     let writer = {
         let resources = resources.clone();
@@ -335,11 +345,18 @@ async fn k7_the_loop_guard_stops_a_reload_loop() {
     })
     .await
     .unwrap();
+    let replica_sets_at_stop = replica_sets(client, &looping).await;
     // Still rewritten for a while: nothing rolls any more.
     tokio::time::sleep(Duration::from_secs(4)).await;
     writer.abort();
     let stopped_at = rollouts(client, &looping).await;
     assert_eq!(stopped_at, before + 5, "rollouts past the threshold (stop record {stop})");
+    assert_eq!(
+        replica_sets_at_stop,
+        replica_sets_before + 5,
+        "one ReplicaSet per reload up to the threshold"
+    );
+    assert_eq!(replica_sets(client, &looping).await, replica_sets_at_stop, "ReplicaSets grew after the stop");
     let events = events_for(client, ns.name(), Kind::Deployment, "looping").await.unwrap();
     let warning =
         events.iter().find(|e| e.reason.as_deref() == Some("ReloadLoopStopped")).expect("the Warning Event");
