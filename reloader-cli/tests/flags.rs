@@ -48,6 +48,8 @@ const FLAGS: &[&str] = &[
     "--leader-election-retry-period",
     "--leader-election-release-on-cancel",
     "--coalesce-period",
+    "--maintenance-window",
+    "--loop-guard",
     "--max-writes-per-second",
     "--dry-run",
     "--ignored-secret-types",
@@ -123,6 +125,12 @@ const BAD: &[Bad] = &[
         needles: &["--resource-label-selector", "\"-bad=x\""],
     },
     Bad { args: &["--coalesce-period=5x"], env: &[], needles: &["--coalesce-period", "\"5x\""] },
+    Bad { args: &["--loop-guard=often"], env: &[], needles: &["--loop-guard", "\"often\""] },
+    Bad {
+        args: &["--maintenance-window=Mun 02:00-04:00 UTC"],
+        env: &[],
+        needles: &["--maintenance-window", "\"Mun 02:00-04:00 UTC\"", "unknown day \"Mun\""],
+    },
     Bad {
         args: &["--leader-election-lease-duration=-1s"],
         env: &[],
