@@ -8,6 +8,9 @@
 
 #[path = "ha_support/mod.rs"]
 mod ha_support;
+#[path = "support/explain.rs"]
+#[allow(dead_code)]
+mod support;
 
 use std::time::{Duration, Instant};
 
@@ -119,6 +122,12 @@ async fn k1_a_delay_joins_the_changes_within_it_into_one_reload() {
     let record = held_record(client, &delayed).await;
     assert_eq!(record.reason, HoldReason::Delay, "{record:?}");
     assert_eq!(record.resources, vec![(ResourceKind::ConfigMap, "settings".to_owned())]);
+    // `reloader explain` shows the hold: why, and when it will be applied.
+    let json = support::explain_json(env.plane, ns.name(), "deployment/delayed", &[]).await;
+    let held = &json["workload"]["timing"]["held"];
+    assert_eq!(held["reason"], "delay", "{json}");
+    assert_eq!(held["until"], record.until.to_string(), "{json}");
+    assert_eq!(held["resources"], serde_json::json!(["ConfigMap/settings"]), "{json}");
     assert!(
         delayed.marker(client, &settings, STRATEGY).await.unwrap().is_none(),
         "reloaded within the delay"
