@@ -216,15 +216,7 @@ async fn k4_a_held_reload_survives_a_restart() {
     first.kill();
 
     let _second = env.reloader(STRATEGY, &[]).await;
-    kept.wait_for_marker(client, &settings, STRATEGY, &second, RELOAD_TIMEOUT).await.unwrap();
-    assert!(
-        changed.elapsed() >= Duration::from_millis(14_500),
-        "applied {:?} after the change",
-        changed.elapsed()
-    );
-    record_gone(client, &kept).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(rollouts(client, &kept).await, before + 1, "applied exactly once");
+    applied_once_after_the_delay(client, &kept, &settings, &second, changed, before).await;
 }
 
 /// K8: a fail-over while a change is held: the leader that held it is killed, the standby takes
@@ -251,16 +243,26 @@ async fn k8_a_held_reload_survives_a_fail_over() {
     })
     .await
     .unwrap();
-    kept.wait_for_marker(client, &settings, STRATEGY, &second, RELOAD_TIMEOUT).await.unwrap();
-    assert!(
-        changed.elapsed() >= Duration::from_millis(14_500),
-        "applied {:?} after the change",
-        changed.elapsed()
-    );
-    record_gone(client, &kept).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(rollouts(client, &kept).await, before + 1, "applied exactly once");
+    applied_once_after_the_delay(client, &kept, &settings, &second, changed, before).await;
     assert!(replicas[standby].log_text().contains("taking up a held reload"), "the new leader took it up");
+}
+
+/// `kept`'s 15 s hold applied once, with `hash`, no sooner than 15 s after `changed`, and its
+/// record gone.
+async fn applied_once_after_the_delay(
+    client: &kube::Client,
+    kept: &WorkloadId,
+    settings: &ResourceRef,
+    hash: &str,
+    changed: Instant,
+    rollouts_before: i64,
+) {
+    kept.wait_for_marker(client, settings, STRATEGY, hash, RELOAD_TIMEOUT).await.unwrap();
+    let after = changed.elapsed();
+    assert!(after >= Duration::from_millis(14_500), "applied {after:?} after the change");
+    record_gone(client, kept).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(rollouts(client, kept).await, rollouts_before + 1, "applied exactly once");
 }
 
 /// K5: a change reverted while held reloads nothing, and the record goes.
