@@ -16,9 +16,9 @@
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
-use std::fs::{self, File, Permissions};
+use std::fs::{self, File, OpenOptions, Permissions};
 use std::io::{self, Write as _};
-use std::os::unix::fs::{PermissionsExt as _, symlink};
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _, symlink};
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;
@@ -143,7 +143,7 @@ impl AtomicWriter {
         loop {
             let name = if attempt == 0 { stamp.clone() } else { format!("{stamp}-{attempt}") };
             let path = self.dir.join(&name);
-            match fs::create_dir(&path) {
+            match fs::DirBuilder::new().mode(GENERATION_DIR_MODE).create(&path) {
                 Ok(()) => {
                     fs::set_permissions(&path, Permissions::from_mode(GENERATION_DIR_MODE))
                         .map_err(io_error("chmod", &path))?;
@@ -205,12 +205,18 @@ impl AtomicWriter {
 fn write_files(gen_dir: &Path, payload: &Payload) -> Result<(), WriteError> {
     for (key, entry) in payload {
         let path = gen_dir.join(key);
-        let mut file = File::create_new(&path).map_err(io_error("create", &path))?;
+        let mut file = create_file(&path, entry.mode)?;
         file.write_all(&entry.bytes).map_err(io_error("write", &path))?;
-        // Explicitly, so the process umask cannot change the documented modes.
+        // Explicitly, so the process umask cannot narrow the documented modes either.
         file.set_permissions(Permissions::from_mode(entry.mode)).map_err(io_error("chmod", &path))?;
     }
     Ok(())
+}
+
+/// A new file no wider than `mode` from its first instant (the umask may only narrow it): a
+/// Secret's file is never readable by others, even before its data is in.
+fn create_file(path: &Path, mode: u32) -> Result<File, WriteError> {
+    OpenOptions::new().write(true).create_new(true).mode(mode).open(path).map_err(io_error("create", path))
 }
 
 fn list_names(dir: &Path) -> Result<BTreeSet<String>, WriteError> {

@@ -209,3 +209,20 @@ fn concurrent_reader_never_sees_a_partial_or_mixed_set() {
     assert_eq!(generation_dirs(&dir).len(), 1);
     assert_eq!(writer.current().unwrap(), Some(generation_payload(SWAPS)));
 }
+
+/// A Secret's file is created with its mode, not the umask's, so no other user can open it
+/// between its creation and the chmod that follows the write.
+#[test]
+fn files_are_created_no_wider_than_their_mode() {
+    let tmp = tempfile::tempdir().unwrap();
+    for mode in [0o640, 0o600, 0o644, 0o400] {
+        let path = tmp.path().join(format!("file-{mode:o}"));
+        let _file = create_file(&path, mode).unwrap();
+        // Before anything is written or chmod-ed: at most `mode` (the test's umask may narrow it).
+        assert_eq!(mode_of(&path) & !mode, 0, "{mode:o}: created {:o}", mode_of(&path));
+    }
+    assert!(
+        matches!(create_file(&tmp.path().join("file-640"), 0o640), Err(WriteError::Io { .. })),
+        "never over an existing file"
+    );
+}
