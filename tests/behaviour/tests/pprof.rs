@@ -64,8 +64,15 @@ async fn profiles_on_the_pprof_port_read_by_go_tool_pprof() {
         .unwrap();
     let port = free_port();
     let pprof_addr = format!("--pprof-addr=127.0.0.1:{port}");
-    let reloader =
-        env.reloader_builder().args(["--enable-pprof".to_owned(), pprof_addr]).start().await.unwrap();
+    // The ConfigMap changes as fast as it can while profiling: a reload loop by the loop
+    // guard's measure (docs/beyond-stakater.md §15), which this test is not about.
+    let guard_off = "--loop-guard=off".to_owned();
+    let reloader = env
+        .reloader_builder()
+        .args(["--enable-pprof".to_owned(), pprof_addr, guard_off])
+        .start()
+        .await
+        .unwrap();
     let base = format!("http://127.0.0.1:{port}/debug/pprof");
 
     let (status, index) = fetch(&format!("{base}/")).await;
