@@ -34,7 +34,7 @@ use crate::decide::{
 use crate::keys::{KeySelection, filter_annotation, key_selection, marker_hash, parse_key_filter};
 use crate::model::{ContainerRef, ContentHash, RefVia, ResourceKey, ResourceKind};
 use crate::restart::{EvictionPolicy, PolicyError};
-use crate::timing::{HeldReload, LoopStop, Timing, Windows};
+use crate::timing::{HeldReload, LoopStop, Windows};
 use crate::views::{ResourceView, WorkloadView};
 use crate::workload::Workload;
 
@@ -428,7 +428,7 @@ fn timing_summary(view: &WorkloadView, default_windows: Option<&Arc<Windows>>) -
     if view.timing.is_none() && default_windows.is_none() {
         return None;
     }
-    let (timing, _) = Timing::of_view(view, default_windows);
+    let (timing, _) = view.reload_timing(default_windows);
     let duration = |d: std::time::Duration| (!d.is_zero()).then(|| format_go_duration(d));
     let held = view.held_record().and_then(|text| HeldReload::parse(text).ok()).map(|held| HeldSummary {
         since: held.since.to_string(),

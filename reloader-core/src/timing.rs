@@ -18,7 +18,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::duration::{format_go_duration, parse_go_duration};
 use crate::model::ResourceKind;
-use crate::views::WorkloadView;
 
 mod gate;
 mod loop_guard;
@@ -79,25 +78,9 @@ impl Timing {
         Self::read(|annotation| annotations?.get(annotation).map(String::as_str), default_windows)
     }
 
-    /// [`Timing::of`] from the raw values a workload's view keeps.
-    pub fn of_view(
-        view: &WorkloadView,
-        default_windows: Option<&Arc<Windows>>,
-    ) -> (Timing, Vec<TimingProblem>) {
-        let raw = view.timing.as_deref();
-        let get = |annotation| {
-            let raw = raw?;
-            match annotation {
-                DELAY => raw.delay.as_deref(),
-                MIN_INTERVAL => raw.min_interval.as_deref(),
-                MAINTENANCE_WINDOW => raw.maintenance_window.as_deref(),
-                _ => None,
-            }
-        };
-        Self::read(get, default_windows)
-    }
-
-    fn read<'a>(
+    /// From a getter of the annotations' values (`WorkloadView::reload_timing` reads the raw
+    /// values its view keeps).
+    pub(crate) fn read<'a>(
         get: impl Fn(&'static str) -> Option<&'a str>,
         default_windows: Option<&Arc<Windows>>,
     ) -> (Timing, Vec<TimingProblem>) {

@@ -6,6 +6,8 @@
 //! trait, whose provided `view` calls [`build_view`]. `build_view` takes the object's parts
 //! rather than a `Workload`, so this module does not depend on the trait that depends on it.
 
+use std::sync::Arc;
+
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -16,6 +18,7 @@ use crate::model::{
     WorkloadKey, WorkloadKind,
 };
 use crate::references::{discover_key_uses, discover_references};
+use crate::timing::{Timing, TimingProblem, Windows};
 
 /// What the index keeps of a ConfigMap/Secret/SecretProviderClass: no data at all.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,6 +155,23 @@ impl WorkloadView {
     /// The loop guard stopped this workload's reloads (docs/beyond-stakater.md §15).
     pub fn loop_stopped(&self) -> bool {
         self.timing.as_ref().is_some_and(|t| t.loop_stopped.is_some())
+    }
+
+    /// The reload timing the workload's annotations ask for (docs/beyond-stakater.md §15), with
+    /// `default_windows` where it sets none, and the problems of those annotations.
+    pub fn reload_timing(&self, default_windows: Option<&Arc<Windows>>) -> (Timing, Vec<TimingProblem>) {
+        use crate::timing::{DELAY, MAINTENANCE_WINDOW, MIN_INTERVAL};
+        let raw = self.timing.as_deref();
+        let get = |annotation| {
+            let raw = raw?;
+            match annotation {
+                DELAY => raw.delay.as_deref(),
+                MIN_INTERVAL => raw.min_interval.as_deref(),
+                MAINTENANCE_WINDOW => raw.maintenance_window.as_deref(),
+                _ => None,
+            }
+        };
+        Timing::read(get, default_windows)
     }
 
     /// The raw held-reload record, if the workload carries one.

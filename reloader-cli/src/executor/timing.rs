@@ -9,9 +9,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use reloader_core::markers::MarkerChange;
 use reloader_core::model::WorkloadKey;
-use reloader_core::timing::{
-    DueWrite, Gate, HeldReload, LoopGuard, ReloadHistory, Timing, Verdict, Windows, gate,
-};
+use reloader_core::timing::{DueWrite, Gate, HeldReload, LoopGuard, ReloadHistory, Verdict, Windows, gate};
 use reloader_core::views::WorkloadView;
 
 /// How often the histories of workloads no longer reloading are dropped.
@@ -49,7 +47,7 @@ impl Timekeeper {
         now: Timestamp,
     ) -> Gate {
         let Some(view) = view else { return Gate::Go };
-        let (timing, _) = Timing::of_view(view, self.default_windows.as_ref());
+        let (timing, _) = view.reload_timing(self.default_windows.as_ref());
         let recorded = view.held_record().and_then(|text| HeldReload::parse(text).ok());
         let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
         let history = recent.histories.get(&view.key);
@@ -75,7 +73,7 @@ impl Timekeeper {
         if let Some(guard) = &self.loop_guard {
             recent.histories.entry(key.clone()).or_default().record(guard, at);
         }
-        let min_interval = view.map(|v| Timing::of_view(v, None).0.min_interval).unwrap_or_default();
+        let min_interval = view.map(|v| v.reload_timing(None).0.min_interval).unwrap_or_default();
         if let Ok(until) = at.checked_add(min_interval)
             && !min_interval.is_zero()
         {

@@ -10,7 +10,7 @@ use crate::duration::{DurationError, parse_pause_period};
 use crate::keys::{KeyFilterError, filter_annotation, parse_key_filter};
 use crate::model::{ResourceKind, WorkloadKind};
 use crate::naming::env_var_name;
-use crate::timing::{Timing, TimingProblem};
+use crate::timing::TimingProblem;
 use crate::views::WorkloadView;
 
 const KINDS: [ResourceKind; 3] =
@@ -116,7 +116,7 @@ pub fn annotation_problems(view: &WorkloadView, keys: &AnnotationKeys) -> Vec<An
     problems.extend(env_var_collisions(view, &sources.map(|(_, rules)| rules)));
     problems.extend(invalid_pause_period(view, keys));
     problems.extend(invalid_key_filters(view, keys));
-    problems.extend(Timing::of_view(view, None).1.into_iter().map(AnnotationProblem::InvalidTiming));
+    problems.extend(view.reload_timing(None).1.into_iter().map(AnnotationProblem::InvalidTiming));
     problems
 }
 

@@ -74,12 +74,12 @@ fn a_view_reads_the_same_timing_as_its_annotations() {
     let default = windows("* 02:00-04:00 UTC");
     let pairs = [(DELAY, "5m"), (MIN_INTERVAL, "soon"), (MAINTENANCE_WINDOW, "Sat 00:00-24:00 UTC")];
     let workload = pairs.iter().fold(crate::testkit::deployment("app"), |w, (k, v)| w.annotate(k, v));
-    let from_view = Timing::of_view(&workload.view(), default.as_ref());
+    let from_view = workload.view().reload_timing(default.as_ref());
     assert_eq!(from_view, Timing::of(Some(&annotations(&pairs)), default.as_ref()));
     assert_eq!(from_view.1.len(), 1);
     let bare = crate::testkit::deployment("app").view();
     assert_eq!(
-        Timing::of_view(&bare, default.as_ref()),
+        bare.reload_timing(default.as_ref()),
         (Timing { windows: default, ..Timing::default() }, vec![])
     );
 }
