@@ -37,10 +37,32 @@ use notify::Notifier;
 use payload::{SourceId, SourceKind};
 use writer::AtomicWriter;
 
+/// The sidecar holds Secret data in memory: no core dump may carry it to disk, nor another
+/// process of the same user read it through ptrace or `/proc/<pid>/mem`.
+fn forbid_core_dumps() -> std::io::Result<()> {
+    use rustix::process::{DumpableBehavior, Resource, Rlimit, set_dumpable_behavior, setrlimit};
+    setrlimit(Resource::Core, Rlimit { current: Some(0), maximum: Some(0) })?;
+    set_dumpable_behavior(DumpableBehavior::NotDumpable)?;
+    Ok(())
+}
+
+#[cfg(test)]
+#[test]
+fn core_dumps_are_off_once_the_sidecar_starts() {
+    use rustix::process::{DumpableBehavior, Resource, dumpable_behavior, getrlimit};
+    forbid_core_dumps().unwrap();
+    let limit = getrlimit(Resource::Core);
+    assert_eq!((limit.current, limit.maximum), (Some(0), Some(0)));
+    assert_eq!(dumpable_behavior().unwrap(), DumpableBehavior::NotDumpable);
+}
+
 /// Runs the sidecar until SIGTERM/SIGINT, or in init mode until the files are written.
 /// `once_ready` runs once, when the directory first holds every object's content: start-up is
 /// over (the caller releases what only start-up needed).
 pub async fn run(args: SidecarArgs, once_ready: impl FnOnce()) -> anyhow::Result<()> {
+    if let Err(error) = forbid_core_dumps() {
+        tracing::warn!(%error, "could not turn core dumps off; a crash may write Secret data to disk");
+    }
     let sources = sources(&args)?;
     let client = client(args.kubeconfig.as_deref()).await?;
     let namespace = match args.namespace.as_deref().map(str::trim) {
