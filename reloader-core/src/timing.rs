@@ -9,7 +9,6 @@
 //!
 //! Pure: every instant is passed in.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -69,17 +68,9 @@ impl TimingProblem {
 }
 
 impl Timing {
-    /// From a workload's metadata annotations. A bad value is a problem and behaves as if absent:
-    /// a typo must not stop reloads, nor drop the default windows (reported, not obeyed).
-    pub fn of(
-        annotations: Option<&BTreeMap<String, String>>,
-        default_windows: Option<&Arc<Windows>>,
-    ) -> (Timing, Vec<TimingProblem>) {
-        Self::read(|annotation| annotations?.get(annotation).map(String::as_str), default_windows)
-    }
-
-    /// From a getter of the annotations' values (`WorkloadView::reload_timing` reads the raw
-    /// values its view keeps).
+    /// From a getter of a workload's annotation values (`WorkloadView::reload_timing` reads
+    /// the raw values its view keeps). A bad value is a problem and behaves as if absent: a typo
+    /// must not stop reloads, nor drop the default windows (reported, not obeyed).
     pub(crate) fn read<'a>(
         get: impl Fn(&'static str) -> Option<&'a str>,
         default_windows: Option<&Arc<Windows>>,

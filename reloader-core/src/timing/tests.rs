@@ -6,8 +6,10 @@ fn at(text: &str) -> Timestamp {
     text.parse().unwrap()
 }
 
-fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+/// The timing of a Deployment annotated with `pairs`, read from its view.
+fn timing_of(pairs: &[(&str, &str)], default: Option<&Arc<Windows>>) -> (Timing, Vec<TimingProblem>) {
+    let workload = pairs.iter().fold(crate::testkit::deployment("app"), |w, (k, v)| w.annotate(k, v));
+    workload.view().reload_timing(default)
 }
 
 fn windows(text: &str) -> Option<Arc<Windows>> {
@@ -57,30 +59,15 @@ fn timing_comes_from_the_annotations_and_bad_values_behave_as_absent() {
         ),
     ];
     for (pairs, default, expected, problem_keys) in cases {
-        let (timing, problems) = Timing::of(Some(&annotations(pairs)), default.as_ref());
+        let (timing, problems) = timing_of(pairs, default.as_ref());
         assert_eq!(timing, expected, "{pairs:?}");
         assert_eq!(problems.iter().map(|p| p.annotation).collect::<Vec<_>>(), problem_keys, "{pairs:?}");
     }
-    assert_eq!(Timing::of(None, default.as_ref()).0.windows, default);
-    let (_, problems) = Timing::of(Some(&annotations(&[(DELAY, "soon")])), None);
+    assert_eq!(timing_of(&[], default.as_ref()).0.windows, default);
+    let (_, problems) = timing_of(&[(DELAY, "soon")], None);
     assert_eq!(
         problems[0].to_string(),
         r#"annotation reloader.dev/delay: invalid value "soon": invalid duration "soon""#
-    );
-}
-
-#[test]
-fn a_view_reads_the_same_timing_as_its_annotations() {
-    let default = windows("* 02:00-04:00 UTC");
-    let pairs = [(DELAY, "5m"), (MIN_INTERVAL, "soon"), (MAINTENANCE_WINDOW, "Sat 00:00-24:00 UTC")];
-    let workload = pairs.iter().fold(crate::testkit::deployment("app"), |w, (k, v)| w.annotate(k, v));
-    let from_view = workload.view().reload_timing(default.as_ref());
-    assert_eq!(from_view, Timing::of(Some(&annotations(&pairs)), default.as_ref()));
-    assert_eq!(from_view.1.len(), 1);
-    let bare = crate::testkit::deployment("app").view();
-    assert_eq!(
-        bare.reload_timing(default.as_ref()),
-        (Timing { windows: default, ..Timing::default() }, vec![])
     );
 }
 
