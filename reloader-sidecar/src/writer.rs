@@ -20,6 +20,7 @@ use std::fs::{self, File, OpenOptions, Permissions};
 use std::io::{self, Write as _};
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _, symlink};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use thiserror::Error;
 
@@ -50,15 +51,48 @@ fn io_error<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) 
     move |source| WriteError::Io { action, path: path.to_owned(), source }
 }
 
+/// Everything the writer creates goes through here, so a test can check each file, directory and
+/// symlink the moment it appears (its mode before anything else touches it).
+pub(crate) trait Create: std::fmt::Debug + Send + Sync {
+    /// A new regular file, created with `mode` (the umask may only narrow it), never an existing one.
+    fn file(&self, path: &Path, mode: u32) -> io::Result<File>;
+    /// A new directory created with `mode`, and its missing parents (with the same mode).
+    fn dir(&self, path: &Path, mode: u32, recursive: bool) -> io::Result<()>;
+    fn symlink(&self, target: &Path, link: &Path) -> io::Result<()>;
+}
+
+/// The host's filesystem.
+#[derive(Debug)]
+pub(crate) struct HostFs;
+
+impl Create for HostFs {
+    fn file(&self, path: &Path, mode: u32) -> io::Result<File> {
+        OpenOptions::new().write(true).create_new(true).mode(mode).open(path)
+    }
+
+    fn dir(&self, path: &Path, mode: u32, recursive: bool) -> io::Result<()> {
+        fs::DirBuilder::new().mode(mode).recursive(recursive).create(path)
+    }
+
+    fn symlink(&self, target: &Path, link: &Path) -> io::Result<()> {
+        symlink(target, link)
+    }
+}
+
 /// Swaps generations of files into one directory.
 #[derive(Debug, Clone)]
 pub(crate) struct AtomicWriter {
     dir: PathBuf,
+    fs: Arc<dyn Create>,
 }
 
 impl AtomicWriter {
     pub(crate) fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into() }
+        Self::on(dir, Arc::new(HostFs))
+    }
+
+    pub(crate) fn on(dir: impl Into<PathBuf>, fs: Arc<dyn Create>) -> Self {
+        Self { dir: dir.into(), fs }
     }
 
     pub(crate) fn dir(&self) -> &Path {
@@ -97,7 +131,7 @@ impl AtomicWriter {
         if let Some(key) = payload.keys().find(|k| !is_valid_key(k)) {
             return Err(WriteError::InvalidKey(key.clone()));
         }
-        fs::create_dir_all(&self.dir).map_err(io_error("create", &self.dir))?;
+        self.fs.dir(&self.dir, GENERATION_DIR_MODE, true).map_err(io_error("create", &self.dir))?;
         let previous = self.current_generation()?;
         let previous_keys = match &previous {
             Some(generation) => list_names(&self.dir.join(generation))?,
@@ -106,14 +140,14 @@ impl AtomicWriter {
 
         let generation = self.create_generation_dir()?;
         let gen_dir = self.dir.join(&generation);
-        if let Err(e) = write_files(&gen_dir, payload) {
+        if let Err(e) = self.write_files(&gen_dir, payload) {
             let _ = fs::remove_dir_all(&gen_dir);
             return Err(e);
         }
 
         let tmp_link = self.dir.join(DATA_LINK_TMP);
         remove_if_exists(&tmp_link)?;
-        symlink(&generation, &tmp_link).map_err(io_error("create symlink", &tmp_link))?;
+        self.fs.symlink(Path::new(&generation), &tmp_link).map_err(io_error("create symlink", &tmp_link))?;
         let data_link = self.dir.join(DATA_LINK);
         fs::rename(&tmp_link, &data_link).map_err(io_error("rename over", &data_link))?;
 
@@ -143,7 +177,7 @@ impl AtomicWriter {
         loop {
             let name = if attempt == 0 { stamp.clone() } else { format!("{stamp}-{attempt}") };
             let path = self.dir.join(&name);
-            match fs::DirBuilder::new().mode(GENERATION_DIR_MODE).create(&path) {
+            match self.fs.dir(&path, GENERATION_DIR_MODE, false) {
                 Ok(()) => {
                     fs::set_permissions(&path, Permissions::from_mode(GENERATION_DIR_MODE))
                         .map_err(io_error("chmod", &path))?;
@@ -155,6 +189,19 @@ impl AtomicWriter {
         }
     }
 
+    fn write_files(&self, gen_dir: &Path, payload: &Payload) -> Result<(), WriteError> {
+        for (key, entry) in payload {
+            let path = gen_dir.join(key);
+            // Created with its mode, so a Secret's file is never readable by others, even before
+            // its data is in.
+            let mut file = self.fs.file(&path, entry.mode).map_err(io_error("create", &path))?;
+            file.write_all(&entry.bytes).map_err(io_error("write", &path))?;
+            // Explicitly, so the process umask cannot narrow the documented modes either.
+            file.set_permissions(Permissions::from_mode(entry.mode)).map_err(io_error("chmod", &path))?;
+        }
+        Ok(())
+    }
+
     /// Points `<key>` at `..data/<key>`, replacing anything else of that name by an atomic rename.
     fn link_key(&self, key: &str) -> Result<(), WriteError> {
         let link = self.dir.join(key);
@@ -162,12 +209,12 @@ impl AtomicWriter {
         match fs::read_link(&link) {
             Ok(existing) if existing == target => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                symlink(&target, &link).map_err(io_error("create symlink", &link))
+                self.fs.symlink(&target, &link).map_err(io_error("create symlink", &link))
             }
             _ => {
                 let tmp = self.dir.join(format!("..{key}.tmp"));
                 remove_if_exists(&tmp)?;
-                symlink(&target, &tmp).map_err(io_error("create symlink", &tmp))?;
+                self.fs.symlink(&target, &tmp).map_err(io_error("create symlink", &tmp))?;
                 fs::rename(&tmp, &link).map_err(io_error("rename over", &link))
             }
         }
@@ -200,23 +247,6 @@ impl AtomicWriter {
             }
         }
     }
-}
-
-fn write_files(gen_dir: &Path, payload: &Payload) -> Result<(), WriteError> {
-    for (key, entry) in payload {
-        let path = gen_dir.join(key);
-        let mut file = create_file(&path, entry.mode)?;
-        file.write_all(&entry.bytes).map_err(io_error("write", &path))?;
-        // Explicitly, so the process umask cannot narrow the documented modes either.
-        file.set_permissions(Permissions::from_mode(entry.mode)).map_err(io_error("chmod", &path))?;
-    }
-    Ok(())
-}
-
-/// A new file no wider than `mode` from its first instant (the umask may only narrow it): a
-/// Secret's file is never readable by others, even before its data is in.
-fn create_file(path: &Path, mode: u32) -> Result<File, WriteError> {
-    OpenOptions::new().write(true).create_new(true).mode(mode).open(path).map_err(io_error("create", path))
 }
 
 fn list_names(dir: &Path) -> Result<BTreeSet<String>, WriteError> {

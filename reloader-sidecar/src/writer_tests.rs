@@ -210,19 +210,98 @@ fn concurrent_reader_never_sees_a_partial_or_mixed_set() {
     assert_eq!(writer.current().unwrap(), Some(generation_payload(SWAPS)));
 }
 
-/// A Secret's file is created with its mode, not the umask's, so no other user can open it
-/// between its creation and the chmod that follows the write.
+/// What [`Checking`] saw of one thing the writer created, the moment it appeared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Created {
+    path: PathBuf,
+    kind: &'static str,
+    /// Mode bits as created (before any write or chmod), and the mode the writer asked for.
+    mode: u32,
+    asked: u32,
+}
+
+/// The host's filesystem, recording the mode of each file and directory as it is created.
+#[derive(Debug, Default)]
+struct Checking(std::sync::Mutex<Vec<Created>>);
+
+impl Checking {
+    fn record(&self, path: &Path, kind: &'static str, asked: u32) {
+        let mode = fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777;
+        self.0.lock().unwrap().push(Created { path: path.to_owned(), kind, mode, asked });
+    }
+}
+
+impl Create for Checking {
+    fn file(&self, path: &Path, mode: u32) -> io::Result<File> {
+        let file = HostFs.file(path, mode)?;
+        self.record(path, "file", mode);
+        Ok(file)
+    }
+
+    fn dir(&self, path: &Path, mode: u32, recursive: bool) -> io::Result<()> {
+        let missing: Vec<PathBuf> =
+            path.ancestors().take_while(|p| !p.exists()).map(Path::to_path_buf).collect();
+        HostFs.dir(path, mode, recursive)?;
+        for created in missing.iter().rev() {
+            self.record(created, "dir", mode);
+        }
+        Ok(())
+    }
+
+    fn symlink(&self, target: &Path, link: &Path) -> io::Result<()> {
+        HostFs.symlink(target, link)?;
+        // A symlink's own mode is always 0777 on Linux and never consulted: what it points at is.
+        self.0.lock().unwrap().push(Created { path: link.to_owned(), kind: "symlink", mode: 0, asked: 0 });
+        Ok(())
+    }
+}
+
+/// Every file and directory a sidecar ever creates (the target and its parents, generations,
+/// each key's file, the temporary `..data_tmp` and `..<key>.tmp` links of a swap) is no wider
+/// than its final mode from its first instant: a Secret's file is never readable by another user
+/// between its creation and the chmod after the write.
 #[test]
-fn files_are_created_no_wider_than_their_mode() {
+fn nothing_is_ever_created_wider_than_its_mode() {
     let tmp = tempfile::tempdir().unwrap();
-    for mode in [0o640, 0o600, 0o644, 0o400] {
-        let path = tmp.path().join(format!("file-{mode:o}"));
-        let _file = create_file(&path, mode).unwrap();
-        // Before anything is written or chmod-ed: at most `mode` (the test's umask may narrow it).
-        assert_eq!(mode_of(&path) & !mode, 0, "{mode:o}: created {:o}", mode_of(&path));
+    let dir = tmp.path().join("parent/target");
+    let checking = Arc::new(Checking::default());
+    let writer = AtomicWriter::on(&dir, checking.clone());
+    let modes = [0o640, 0o600, 0o644, 0o400, 0o444];
+    let files = |round: u8| -> Payload {
+        modes
+            .iter()
+            .map(|&mode| (format!("key-{mode:o}"), FileEntry { bytes: vec![round; 16], mode }))
+            .collect()
+    };
+    writer.write(&files(1)).unwrap();
+    // A key the application replaced by a file of its own is taken back through `..<key>.tmp`.
+    fs::remove_file(dir.join("key-640")).unwrap();
+    fs::write(dir.join("key-640"), b"not ours").unwrap();
+    writer.write(&files(2)).unwrap();
+
+    let created = checking.0.lock().unwrap().clone();
+    let kinds = |kind| created.iter().filter(|c| c.kind == kind).count();
+    assert_eq!(kinds("file"), 2 * modes.len(), "{created:#?}");
+    assert_eq!(kinds("dir"), 2 + 2, "the target, its parent and two generations: {created:#?}");
+    let names: BTreeSet<String> =
+        created.iter().filter_map(|c| c.path.file_name()?.to_str().map(str::to_owned)).collect();
+    assert!(names.contains(DATA_LINK_TMP) && names.contains("..key-640.tmp"), "{names:?}");
+    for c in created.iter().filter(|c| c.kind != "symlink") {
+        assert_eq!(
+            c.mode & !c.asked,
+            0,
+            "{} created {:o}, wider than {:o}",
+            c.path.display(),
+            c.mode,
+            c.asked
+        );
+    }
+    // And the files end exactly at their modes, whatever the umask narrowed at creation.
+    for mode in modes {
+        assert_eq!(mode_of(&dir.join(format!("key-{mode:o}"))), mode);
     }
     assert!(
-        matches!(create_file(&tmp.path().join("file-640"), 0o640), Err(WriteError::Io { .. })),
+        matches!(HostFs.file(&dir.join("key-640"), 0o640), Err(e) if e.kind() == io::ErrorKind::AlreadyExists),
         "never over an existing file"
     );
 }
