@@ -19,6 +19,7 @@ mod metrics;
 mod notify;
 mod payload;
 mod watch;
+pub mod watch_error;
 mod writer;
 
 use std::path::Path;

@@ -104,7 +104,7 @@ impl Watch {
                 }
                 Ok(Event::Delete(_)) => SourceEvent::Observed { index: self.index, files: None },
                 Err(e) => {
-                    let error = describe(&e);
+                    let error = crate::watch_error::describe(&e);
                     self.metrics.record_watch_error(&self.id.to_string());
                     tracing::warn!(object = %self.id, %error, "watch failed; retrying with backoff");
                     SourceEvent::Failed { index: self.index, error }
@@ -114,25 +114,5 @@ impl Watch {
                 return;
             }
         }
-    }
-}
-
-/// The error without response bodies: a body that failed to decode could hold Secret data.
-fn describe(error: &watcher::Error) -> String {
-    let client_error = |e: &kube::Error| match e {
-        kube::Error::Api(status) => format!("{} (HTTP {})", status.message, status.code),
-        kube::Error::SerdeError(_) | kube::Error::FromUtf8(_) => {
-            "the API response could not be decoded".to_owned()
-        }
-        other => other.to_string(),
-    };
-    match error {
-        watcher::Error::InitialListFailed(e) => format!("list failed: {}", client_error(e)),
-        watcher::Error::WatchStartFailed(e) => format!("watch failed to start: {}", client_error(e)),
-        watcher::Error::WatchFailed(e) => format!("watch broke: {}", client_error(e)),
-        watcher::Error::WatchError(status) => {
-            format!("watch error: {} (HTTP {})", status.message, status.code)
-        }
-        other => other.to_string(),
     }
 }

@@ -78,12 +78,15 @@ pub(crate) async fn index_watch<K, T>(
             Ok(watcher::Event::Delete(object)) => target.delete(object),
             Err(e) if forbidden(&e) => {
                 failed_attempts += 1;
-                warn!(watch, error = %e, "watch forbidden by RBAC; retrying with backoff (the RBAC line logged at start-up names the rule to add)");
+                let error = reloader_sidecar::watch_error::describe(&e);
+                warn!(watch, %error, "watch forbidden by RBAC; retrying with backoff (the RBAC line logged at start-up names the rule to add)");
                 metrics.error(ErrorType::Watch);
             }
             Err(e) => {
                 failed_attempts += 1;
-                warn!(watch, error = %e, "watch failed; retrying with backoff");
+                // Never `%e`: a response that failed to decode could be quoted, Secret data and all.
+                let error = reloader_sidecar::watch_error::describe(&e);
+                warn!(watch, %error, "watch failed; retrying with backoff");
                 metrics.error(ErrorType::Watch);
             }
         }
@@ -200,6 +203,69 @@ mod tests {
                 && l.ends_with(" 2")),
             "{metrics}"
         );
+    }
+}
+
+#[cfg(test)]
+mod log_tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// What the subscriber wrote.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    struct Ignore;
+
+    impl IndexTarget<&'static str> for Ignore {
+        type Key = &'static str;
+        fn apply(&mut self, _: &'static str, _: Phase) -> Option<&'static str> {
+            None
+        }
+        fn delete(&mut self, _: &'static str) {}
+        fn reset(&mut self, _: HashSet<&'static str>, _: Phase) {}
+    }
+
+    /// serde quotes the value it could not decode: here, what a Secret's data could be.
+    fn undecodable(secret: &str) -> kube::Error {
+        kube::Error::SerdeError(serde_json::from_str::<u64>(&format!("\"{secret}\"")).unwrap_err())
+    }
+
+    /// A watch that breaks on a response it cannot decode logs that it could not, never what
+    /// serde quoted of it.
+    #[test]
+    fn a_watch_error_is_logged_without_the_body_it_quotes() {
+        let secret = "hunter2-s3cret";
+        assert!(undecodable(secret).to_string().contains(secret), "the test must start from a leaking error");
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber =
+            tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+        let metrics = crate::observe::metrics::Metrics::new(false);
+        let (tx, _rx) = watch::channel(false);
+        let events: Vec<Result<watcher::Event<&'static str>, watcher::Error>> = vec![
+            Err(watcher::Error::InitialListFailed(undecodable(secret))),
+            Err(watcher::Error::WatchFailed(undecodable(secret))),
+        ];
+        tracing::subscriber::with_default(subscriber, || {
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            rt.block_on(index_watch("test", futures::stream::iter(events), Ignore, tx, &metrics.watches()));
+        });
+        let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(logs.matches("the API response could not be decoded").count(), 2, "{logs}");
+        assert!(!logs.contains(secret), "{logs}");
     }
 }
 
