@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # reloader's container image for users with a container engine. The same final image as
 # hack/image (which builds it here without one): a static binary, CA certificates, passwd/group
 # for the numeric non-root user 65534, no shell, nothing written at run time (works with
@@ -14,9 +13,12 @@
 # fallback, /dev/urandom, is not there in every sandbox).
 # linux/arm64 is built by the release workflow but not exercised on the project's test machine.
 
-ARG RUST_VERSION=1.95
-
-FROM rust:${RUST_VERSION}-bookworm AS build
+# The build image is pinned by digest (the multi-arch index of rust:1.95.0-bookworm, the toolchain
+# rust-toolchain.toml pins): a re-pushed tag cannot change what builds the release. To bump it,
+# read the new tag's index digest (`docker buildx imagetools inspect rust:<version>-bookworm`) and
+# replace both here. The final stage is `scratch`, which is no image. The Dockerfile frontend is
+# the one built into BuildKit (RUN --mount needs no `# syntax` image).
+FROM rust:1.95.0-bookworm@sha256:6258907abe69656e41cd992e0b705cdcfabcbbe3db374f92ed2d47121282d4a1 AS build
 # Set by buildx from --platform (amd64, arm64).
 ARG TARGETARCH
 ARG REVISION=unknown
