@@ -229,6 +229,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH")]
     pub webhook_tls_key: Option<String>,
 
+    /// PEM CA bundle: the admission webhook then serves only clients presenting a certificate it
+    /// signed (the API server, configured with an admission kubeconfig; docs/security.md)
+    #[arg(long, value_name = "PATH")]
+    pub webhook_client_ca: Option<String>,
+
     /// Address of the admission webhook's HTTPS server
     #[arg(long, value_name = "ADDR", default_value = ":9443")]
     pub webhook_addr: String,
@@ -347,6 +352,7 @@ impl From<RunArgs> for RawOptions {
             admission_webhook,
             webhook_tls_cert,
             webhook_tls_key,
+            webhook_client_ca,
             webhook_addr,
             otlp_endpoint,
             allow_suspended_cronjobs,

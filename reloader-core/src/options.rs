@@ -148,6 +148,9 @@ pub struct AdmissionWebhook {
     pub addr: ListenAddr,
     pub tls_cert: PathBuf,
     pub tls_key: PathBuf,
+    /// `--webhook-client-ca`: only clients presenting a certificate this CA bundle signed (the
+    /// API server, with its admission kubeconfig) are served.
+    pub client_ca: Option<PathBuf>,
 }
 
 /// The `ALERT_*` settings.

@@ -77,6 +77,9 @@ binary's own default applies.
 {{- end -}}
 {{- if .Values.webhook.enabled -}}
   {{- $args = concat $args (list "--admission-webhook" "--webhook-tls-cert=/tls/tls.crt" "--webhook-tls-key=/tls/tls.key" (printf "--webhook-addr=:%v" .Values.webhook.port)) -}}
+  {{- if include "reloader.webhookClientCAConfigMap" . -}}
+    {{- $args = append $args (printf "--webhook-client-ca=/client-ca/%s" .Values.webhook.clientCA.key) -}}
+  {{- end -}}
 {{- end -}}
 {{- $args | toJson -}}
 {{- end -}}

@@ -75,3 +75,27 @@ The workload kinds the webhook intercepts: those the controller reloads with the
 {{- end }}
 {{- end }}
 {{- end -}}
+
+{{- /* The ConfigMap holding the webhook's client CA bundle: the user's, or the chart's from pem; empty without one. */ -}}
+{{- define "reloader.webhookClientCAConfigMap" -}}
+{{- $ca := .Values.webhook.clientCA -}}
+{{- if $ca.configMap -}}{{ $ca.configMap }}{{- else if $ca.pem -}}{{ include "reloader.fullname" . }}-webhook-client-ca{{- end -}}
+{{- end -}}
+
+{{- /* Where the API server connects from: webhook.networkPolicy.from, else the addresses of the kubernetes Service's EndpointSlice (as /32 or /128 ipBlocks), looked up from the cluster. As a JSON list of NetworkPolicyPeers; fails when neither is known. */ -}}
+{{- define "reloader.webhookNetworkPolicyPeers" -}}
+{{- $from := .Values.webhook.networkPolicy.from -}}
+{{- if not $from -}}
+  {{- $slice := lookup "discovery.k8s.io/v1" "EndpointSlice" "default" "kubernetes" -}}
+  {{- range $endpoint := ($slice.endpoints | default list) -}}
+    {{- range $address := $endpoint.addresses -}}
+      {{- $cidr := ternary (printf "%s/128" $address) (printf "%s/32" $address) (contains ":" $address) -}}
+      {{- $from = append $from (dict "ipBlock" (dict "cidr" $cidr)) -}}
+    {{- end -}}
+  {{- end -}}
+{{- end -}}
+{{- if not $from -}}
+  {{- fail "webhook.networkPolicy: the API server's addresses cannot be looked up here (helm template, --dry-run, or no EndpointSlice default/kubernetes); set webhook.networkPolicy.from to the NetworkPolicyPeers the API server connects from (e.g. [{ipBlock: {cidr: 10.0.0.10/32}}]), or webhook.networkPolicy.enabled=false (docs/security.md)" -}}
+{{- end -}}
+{{- $from | toJson -}}
+{{- end -}}

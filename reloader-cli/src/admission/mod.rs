@@ -7,7 +7,9 @@
 //!   in memory without calling the API server;
 //! - `GET /healthz`: 200 while the server runs.
 //!
-//! The certificate files are polled and a renewed pair is served without a restart.
+//! The certificate files are polled and a renewed pair is served without a restart. With
+//! `--webhook-client-ca` only clients with a certificate that bundle signed are served (the API
+//! server; docs/security.md), so nobody else can ask it for the hashes of a namespace's Secrets.
 
 mod intake;
 mod review;
@@ -37,7 +39,7 @@ use crate::kinds::EnabledKinds;
 use crate::observe::metrics::{AdmissionMetrics, AdmissionOperation, AdmissionOutcome};
 use crate::scope::ScopeFilter;
 
-use tls::ReloadingCertificate;
+use tls::{ReloadingCertificate, ReloadingClientCa};
 
 /// What a review reads: the index the watches keep, the rules the controller decides by, and
 /// where to count answers. Nothing here calls the API server.
@@ -81,16 +83,24 @@ async fn run(
 ) -> anyhow::Result<()> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let certificate = Arc::new(
-        ReloadingCertificate::load(&config.tls_cert, &config.tls_key, provider)
+        ReloadingCertificate::load(&config.tls_cert, &config.tls_key, provider.clone())
             .context("loading the webhook certificate")?,
     );
-    let acceptor = server::acceptor(certificate.server_config()?);
+    let client_ca = match &config.client_ca {
+        Some(path) => Some(Arc::new(
+            ReloadingClientCa::load(path, provider.clone()).context("loading the webhook client CA")?,
+        )),
+        None => None,
+    };
+    let acceptor = server::acceptor(certificate.server_config(client_ca.clone())?);
     let listener = crate::listen::bind(config.addr)
         .with_context(|| format!("listening on {} (--webhook-addr)", config.addr))?;
-    info!(addr = %config.addr, cert = %config.tls_cert.display(), "admission webhook serving");
+    info!(addr = %config.addr, cert = %config.tls_cert.display(),
+        client_ca = config.client_ca.as_ref().map(|p| p.display().to_string()),
+        "admission webhook serving");
     // Both end on `shutdown`; the certificate poller is owned here, not left running detached.
     tokio::join!(
-        watch_certificate(certificate, shutdown.clone()),
+        watch_certificate(certificate, client_ca, shutdown.clone()),
         server::serve_tls(listener, acceptor, router(ctx), shutdown),
     );
     Ok(())
@@ -143,7 +153,11 @@ fn operation_label(request: &AdmissionRequest<DynamicObject>) -> AdmissionOperat
     }
 }
 
-async fn watch_certificate(certificate: Arc<ReloadingCertificate>, shutdown: CancellationToken) {
+async fn watch_certificate(
+    certificate: Arc<ReloadingCertificate>,
+    client_ca: Option<Arc<ReloadingClientCa>>,
+    shutdown: CancellationToken,
+) {
     let mut ticks = tokio::time::interval(CERTIFICATE_POLL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -157,6 +171,15 @@ async fn watch_certificate(certificate: Arc<ReloadingCertificate>, shutdown: Can
             Err(e) => {
                 warn!(error = %e, "admission webhook: the changed certificate files do not load; keeping the previous certificate")
             }
+        }
+        match client_ca.as_deref().map(ReloadingClientCa::refresh) {
+            Some(Ok(true)) => {
+                info!("admission webhook: the client CA file changed; verifying clients with the new bundle")
+            }
+            Some(Err(e)) => {
+                warn!(error = %e, "admission webhook: the changed client CA file does not load; keeping the previous bundle")
+            }
+            Some(Ok(false)) | None => {}
         }
     }
 }

@@ -82,6 +82,15 @@ fn operations(
     if kind.custom().is_some_and(|custom| matches!(custom.target, PodTarget::Annotations(_))) {
         return Ok(None);
     }
+    // Outside the watched scope nothing is patched: reloads happen only inside it, and any answer
+    // there would tell the caller something of that namespace's objects. A CREATE may leave the
+    // namespace to the request's URL (`request.namespace` is the URL's).
+    let Some(namespace) = request.namespace.as_deref().filter(|ns| !ns.is_empty()) else {
+        return Ok(None);
+    };
+    if !ctx.scope.contains(namespace) {
+        return Ok(None);
+    }
     let Some(object) = &request.object else { return Ok(None) };
     let mut new = serde_json::to_value(object)?;
     if opted_out(&new) {
@@ -101,8 +110,7 @@ fn operations(
             let mut ops = preserve_markers(kind, pointer, &old, &new, keys);
             // docs/beyond-stakater.md §11: an update that rolls the workload anyway carries the
             // current hashes, so a release changing the template and a ConfigMap rolls once.
-            let namespace = request.namespace.as_deref().unwrap_or_default();
-            if kind != WorkloadKind::Job && ctx.scope.contains(namespace) {
+            if kind != WorkloadKind::Job {
                 let mut patched = new;
                 let preserved = serde_json::from_value::<json_patch::Patch>(Value::Array(ops.clone()))?;
                 if json_patch::patch(&mut patched, &preserved).is_ok()
@@ -119,13 +127,6 @@ fn operations(
             Ok(Some(ops))
         }
         Operation::Create => {
-            // A CREATE may leave the namespace to the request's URL.
-            let Some(namespace) = request.namespace.as_deref().filter(|ns| !ns.is_empty()) else {
-                return Ok(None);
-            };
-            if !ctx.scope.contains(namespace) {
-                return Ok(None);
-            }
             new["metadata"]["namespace"] = Value::from(namespace);
             let view = view_of(kind, &new, keys)?;
             let now = chrono::Utc::now().timestamp();

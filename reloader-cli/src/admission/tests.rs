@@ -128,3 +128,59 @@ async fn a_declared_length_over_the_limit_is_refused_before_the_body_is_read() {
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(rejected(&metrics, "too_large"), 2);
 }
+
+/// A review for a namespace outside the watched scope is allowed with no patch, CREATE or
+/// UPDATE: no hash of that namespace's objects reaches whoever asked.
+#[tokio::test]
+async fn a_namespace_outside_the_scope_gets_no_marker_values() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    let (ctx, _) = state_with_metrics();
+    let ctx = Arc::new(AdmissionState {
+        index: Arc::new(RwLock::new(Index::default())),
+        scope: ScopeFilter::new(&NamespaceScope::Only(vec!["shop".into()])),
+        metrics: Metrics::new(false).admission(),
+        keys: ctx.keys.clone(),
+        decide: ctx.decide.clone(),
+        dry_run: false,
+        kinds: EnabledKinds::of(&WorkloadKind::ALL),
+        hold: std::time::Duration::ZERO,
+    });
+    for namespace in ["shop", "vault"] {
+        let config_map: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": "settings", "namespace": namespace}, "data": {"password": "hunter2"},
+        }))
+        .unwrap();
+        let view = crate::views::configmap_view(&config_map, &ctx.keys).unwrap();
+        ctx.index.write().unwrap().upsert_resource(view);
+    }
+    let review_in = |namespace: &str, operation: &str| {
+        let mut review = review("apps", "Deployment");
+        let request = &mut review["request"];
+        request["namespace"] = json!(namespace);
+        request["operation"] = json!(operation);
+        let object = &mut request["object"];
+        object["metadata"]["namespace"] = json!(namespace);
+        object["metadata"]["annotations"] = json!({"reloader.stakater.com/auto": "true"});
+        object["spec"]["template"]["spec"]["containers"][0]["envFrom"] =
+            json!([{"configMapRef": {"name": "settings"}}]);
+        if operation == "UPDATE" {
+            // A marker the caller claims the live object had: echoing it back would be harmless,
+            // but outside the scope nothing is answered at all.
+            let mut old = object.clone();
+            old["spec"]["template"]["spec"]["containers"][0]["env"] =
+                json!([{"name": "STAKATER_SETTINGS_CONFIGMAP", "value": "0123"}]);
+            request["oldObject"] = old;
+        }
+        Body::from(serde_json::to_vec(&review).unwrap())
+    };
+    let (status, answer) = post(&ctx, HeaderMap::new(), review_in("shop", "CREATE")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!answer["response"]["patch"].is_null(), "in scope, a CREATE is stamped: {answer}");
+    for operation in ["CREATE", "UPDATE"] {
+        let (status, answer) = post(&ctx, HeaderMap::new(), review_in("vault", operation)).await;
+        assert_eq!(status, StatusCode::OK, "{operation}");
+        assert_eq!(answer["response"]["allowed"], true, "{operation}: {answer}");
+        assert!(answer["response"].get("patch").is_none_or(Value::is_null), "{operation}: {answer}");
+    }
+}

@@ -5,6 +5,9 @@
 //! the files' metadata swaps in a new one. A pair that does not load (a renewal caught half
 //! written, a key that does not match) leaves the previous certificate in service and is tried
 //! again at the next poll.
+//!
+//! With `--webhook-client-ca`, a client must present a certificate that bundle signed (the API
+//! server, through its admission kubeconfig); the bundle is polled and reloaded the same way.
 
 use std::fs::Metadata;
 use std::os::unix::fs::MetadataExt;
@@ -13,11 +16,15 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
 
 use rustls::ServerConfig;
+use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::CryptoProvider;
+use rustls::pki_types::UnixTime;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
+use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CertificateError {
@@ -29,6 +36,8 @@ pub(crate) enum CertificateError {
     Pem { path: PathBuf, detail: String },
     #[error("the key in {} does not go with the certificate in {}: {source}", key.display(), cert.display())]
     Key { cert: PathBuf, key: PathBuf, source: rustls::Error },
+    #[error("{}: not a usable client CA bundle: {detail}", path.display())]
+    ClientCa { path: PathBuf, detail: String },
     #[error("TLS configuration: {0}")]
     Config(#[from] rustls::Error),
 }
@@ -100,12 +109,19 @@ impl ReloadingCertificate {
         Ok(true)
     }
 
-    /// A server configuration that serves whatever certificate is current, HTTP/1.1 only.
-    pub(crate) fn server_config(self: &Arc<Self>) -> Result<ServerConfig, CertificateError> {
-        let mut config = ServerConfig::builder_with_provider(self.provider.clone())
-            .with_safe_default_protocol_versions()?
-            .with_no_client_auth()
-            .with_cert_resolver(self.clone());
+    /// A server configuration that serves whatever certificate is current, HTTP/1.1 only, and
+    /// with `client_ca` only to clients presenting a certificate it signed.
+    pub(crate) fn server_config(
+        self: &Arc<Self>,
+        client_ca: Option<Arc<ReloadingClientCa>>,
+    ) -> Result<ServerConfig, CertificateError> {
+        let builder = ServerConfig::builder_with_provider(self.provider.clone())
+            .with_safe_default_protocol_versions()?;
+        let builder = match client_ca {
+            Some(client_ca) => builder.with_client_cert_verifier(client_ca),
+            None => builder.with_no_client_auth(),
+        };
+        let mut config = builder.with_cert_resolver(self.clone());
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(config)
     }
@@ -115,6 +131,111 @@ impl ResolvesServerCert for ReloadingCertificate {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         Some(self.current.read().expect("certificate lock").clone())
     }
+}
+
+/// The CA bundle client certificates must chain to, and its file.
+#[derive(Debug)]
+pub(crate) struct ReloadingClientCa {
+    path: PathBuf,
+    provider: Arc<CryptoProvider>,
+    current: RwLock<Arc<dyn ClientCertVerifier>>,
+    loaded: Mutex<FileStamp>,
+}
+
+impl ReloadingClientCa {
+    pub(crate) fn load(path: &Path, provider: Arc<CryptoProvider>) -> Result<Self, CertificateError> {
+        let stamp = stamp(path)?;
+        let verifier = load_client_ca(path, &provider)?;
+        Ok(ReloadingClientCa {
+            path: path.to_path_buf(),
+            provider,
+            current: RwLock::new(verifier),
+            loaded: Mutex::new(stamp),
+        })
+    }
+
+    /// As [`ReloadingCertificate::refresh`]: a bundle that does not load leaves the previous one.
+    pub(crate) fn refresh(&self) -> Result<bool, CertificateError> {
+        let stamp = stamp(&self.path)?;
+        {
+            let mut loaded = self.loaded.lock().expect("stamp lock");
+            if *loaded == stamp {
+                return Ok(false);
+            }
+            *loaded = stamp;
+        }
+        let verifier = load_client_ca(&self.path, &self.provider)?;
+        *self.current.write().expect("client CA lock") = verifier;
+        Ok(true)
+    }
+
+    fn verifier(&self) -> Arc<dyn ClientCertVerifier> {
+        self.current.read().expect("client CA lock").clone()
+    }
+}
+
+/// Every handshake asks the bundle in service now.
+impl ClientCertVerifier for ReloadingClientCa {
+    fn client_auth_mandatory(&self) -> bool {
+        true
+    }
+
+    /// No hints: the API server sends its one client certificate whatever the hints say, and
+    /// hints borrowed from a bundle that may be swapped cannot be returned by reference.
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        self.verifier().verify_client_cert(end_entity, intermediates, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.verifier().verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.verifier().verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.verifier().supported_verify_schemes()
+    }
+}
+
+fn load_client_ca(
+    path: &Path,
+    provider: &Arc<CryptoProvider>,
+) -> Result<Arc<dyn ClientCertVerifier>, CertificateError> {
+    let pem =
+        std::fs::read(path).map_err(|source| CertificateError::Read { path: path.to_path_buf(), source })?;
+    let invalid = |detail: String| CertificateError::ClientCa { path: path.to_path_buf(), detail };
+    let mut roots = RootCertStore::empty();
+    for certificate in CertificateDer::pem_slice_iter(&pem) {
+        let certificate = certificate.map_err(|e| invalid(e.to_string()))?;
+        roots.add(certificate).map_err(|e| invalid(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(CertificateError::NoCertificate(path.to_path_buf()));
+    }
+    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .map_err(|e| invalid(e.to_string()))
 }
 
 fn stamp(path: &Path) -> Result<FileStamp, CertificateError> {

@@ -60,6 +60,7 @@ pub struct RawOptions {
     pub admission_webhook: bool,
     pub webhook_tls_cert: Option<String>,
     pub webhook_tls_key: Option<String>,
+    pub webhook_client_ca: Option<String>,
     pub webhook_addr: String,
     pub otlp_endpoint: Option<String>,
     pub allow_suspended_cronjobs: bool,

@@ -31,7 +31,11 @@ fn warnings() {
         ),
         (
             |r| r.webhook_tls_cert = Some("/c".into()),
-            "--webhook-tls-cert/--webhook-tls-key have no effect without --admission-webhook",
+            "--webhook-tls-cert/--webhook-tls-key/--webhook-client-ca have no effect without --admission-webhook",
+        ),
+        (
+            |r| r.webhook_client_ca = Some("/ca".into()),
+            "--webhook-tls-cert/--webhook-tls-key/--webhook-client-ca have no effect without --admission-webhook",
         ),
         (
             |r| {
@@ -130,6 +134,7 @@ fn extension_settings() {
         r.admission_webhook = true;
         r.webhook_tls_cert = Some("/tls/tls.crt".into());
         r.webhook_tls_key = Some("/tls/tls.key".into());
+        r.webhook_client_ca = Some(" /tls/client-ca.crt ".into());
         r.otlp_endpoint = Some("http://collector:4318".into());
         r.allow_suspended_cronjobs = true;
         r.metrics_addr = "127.0.0.1:19090".into();
@@ -144,6 +149,20 @@ fn extension_settings() {
     let webhook = o.admission_webhook.as_ref().unwrap();
     assert_eq!(webhook.addr, ListenAddr { host: None, port: 9443 });
     assert_eq!(webhook.tls_cert, std::path::Path::new("/tls/tls.crt"));
+    assert_eq!(webhook.client_ca.as_deref(), Some(std::path::Path::new("/tls/client-ca.crt")));
+    assert_eq!(
+        options(|r| {
+            r.admission_webhook = true;
+            r.webhook_tls_cert = Some("/c".into());
+            r.webhook_tls_key = Some("/k".into());
+            r.webhook_client_ca = Some(" ".into());
+        })
+        .admission_webhook
+        .unwrap()
+        .client_ca,
+        None,
+        "blank: no client authentication"
+    );
     assert_eq!(o.otlp_endpoint.as_deref(), Some("http://collector:4318"));
     assert_eq!(o.metrics_addr.to_string(), "127.0.0.1:19090");
     assert_eq!(o.pprof_addr, Some(ListenAddr { host: None, port: 6060 }));

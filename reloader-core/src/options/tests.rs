@@ -62,6 +62,7 @@ fn defaults() -> RawOptions {
         admission_webhook: false,
         webhook_tls_cert: None,
         webhook_tls_key: None,
+        webhook_client_ca: None,
         webhook_addr: ":9443".into(),
         otlp_endpoint: None,
         allow_suspended_cronjobs: false,

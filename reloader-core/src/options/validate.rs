@@ -257,10 +257,12 @@ impl RawOptions {
         let addr = listen_addr("--webhook-addr", &self.webhook_addr)?;
         let tls_cert = non_blank(self.webhook_tls_cert.as_deref());
         let tls_key = non_blank(self.webhook_tls_key.as_deref());
+        let client_ca = non_blank(self.webhook_client_ca.as_deref());
         if !self.admission_webhook {
-            if tls_cert.is_some() || tls_key.is_some() {
+            if tls_cert.is_some() || tls_key.is_some() || client_ca.is_some() {
                 warnings.push(
-                    "--webhook-tls-cert/--webhook-tls-key have no effect without --admission-webhook".into(),
+                    "--webhook-tls-cert/--webhook-tls-key/--webhook-client-ca have no effect without --admission-webhook"
+                        .into(),
                 );
             }
             return Ok(None);
@@ -278,6 +280,7 @@ impl RawOptions {
             addr,
             tls_cert: PathBuf::from(tls_cert),
             tls_key: PathBuf::from(tls_key),
+            client_ca: client_ca.map(PathBuf::from),
         }))
     }
 

@@ -27,4 +27,4 @@ pub use support::{
     ANNOTATION_PAUSE_PERIOD, ANNOTATION_PAUSED_AT, ANNOTATION_ROLLOUT_STRATEGY, Exited, jobs_owned_by,
     label_namespace, rfc3339_seconds, run_reloader_to_exit, unique_token, wait_for_log,
 };
-pub use webhook::WebhookCertificates;
+pub use webhook::{ApiServerClientCertificate, WebhookCertificates};

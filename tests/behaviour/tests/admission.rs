@@ -7,7 +7,11 @@
 //! - a Deployment created while reloader runs gets its marker stamped, so a ConfigMap change
 //!   made while the controller is down is caught up after the restart, exactly once (one
 //!   created without the webhook is not);
-//! - with the webhook down and `failurePolicy: Ignore`, workload writes still succeed.
+//! - with the webhook down and `failurePolicy: Ignore`, workload writes still succeed;
+//! - with `--webhook-client-ca`, only the API server (presenting its admission client
+//!   certificate) is served: a direct call without a certificate, or with one another CA signed,
+//!   is refused in the handshake, and a review for a namespace outside the watched scope gets no
+//!   marker values (docs/security.md).
 //!
 //! Build the binary first: `cargo build -p reloader-cli`.
 
@@ -19,8 +23,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use reloader_harness::{NotYet, Reloader, free_port, wait_until};
-use reloader_tests::fixtures::{ResourceRef, TestEnv, expected_env_var, negative_wait};
+use reloader_harness::{ControlPlane, NotYet, PlaneOptions, Reloader, free_port, wait_until};
+use reloader_tests::fixtures::{ResourceRef, Resources, TestEnv, expected_env_var, negative_wait};
+use reloader_tests::fixtures_extra::ApiServerClientCertificate;
 use serde_json::{Value, json};
 use webhook::{Registration, certificates, healthz, start_reloader, swap_file, webhook_args};
 
@@ -369,4 +374,81 @@ async fn renewed_certificate_files_are_served_without_a_restart() {
     eprintln!("renewed certificate served {:?} after the files changed", started.elapsed());
     assert!(healthz(port, &certs.ca_pem).await.is_err(), "the old certificate is no longer served");
     assert!(reloader.exit_status().is_none(), "same process, no restart");
+}
+
+/// `POST /mutate` of a CREATE review for a Deployment in `namespace`, as `identity` (PEM
+/// certificate and key, if any): the response's patch, or the error of a refused connection.
+async fn direct_review(
+    port: u16,
+    ca_pem: &str,
+    identity: Option<&str>,
+    namespace: &str,
+) -> Result<Option<Value>, reqwest::Error> {
+    let mut client = reqwest::Client::builder()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(ca_pem.as_bytes())?);
+    if let Some(identity) = identity {
+        client = client.identity(reqwest::Identity::from_pem(identity.as_bytes())?);
+    }
+    let mut object = manifest("direct");
+    object["metadata"]["namespace"] = json!(namespace);
+    let review = json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "00000000-0000-0000-0000-000000000001",
+            "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+            "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+            "name": "direct", "namespace": namespace, "operation": "CREATE",
+            "userInfo": {"username": "someone"}, "object": object,
+        },
+    });
+    let response =
+        client.build()?.post(format!("https://127.0.0.1:{port}/mutate")).json(&review).send().await?;
+    let answer: Value = response.error_for_status()?.json().await?;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    Ok(answer["response"].get("patch").filter(|patch| !patch.is_null()).cloned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_client_ca_only_the_api_server_is_answered() {
+    let client_certificate = ApiServerClientCertificate::generate();
+    let options =
+        PlaneOptions { apiserver_args: client_certificate.apiserver_args(), ..PlaneOptions::api_only() };
+    let plane = ControlPlane::start(options)
+        .await
+        .unwrap_or_else(|e| panic!("starting a plane with an admission kubeconfig: {e}"));
+    let env = TestEnv::on(&plane).await;
+    let TestEnv { ns, client, resources, .. } = &env;
+    let namespace = ns.name();
+    let config = ResourceRef::configmap(CONFIG);
+    let hash = resources.create(&config, &[("password", "hunter2")]).await.unwrap();
+    // Another namespace with a ConfigMap of the same name, outside the watched scope.
+    let other = plane.namespace().await;
+    Resources::new(client, other.name()).create(&config, &[("password", "s3cret")]).await.unwrap();
+
+    let certs = certificates();
+    let port = free_port();
+    let mut args = webhook_args(namespace, port, &certs);
+    args.push(format!("--webhook-client-ca={}", client_certificate.ca.display()));
+    let _reloader = start_reloader(&plane, "reloader", &args).await;
+    let _registration = Registration::create(&plane, namespace, port, &certs.ca_pem).await;
+
+    // The API server presents its certificate: its reviews are answered and stamp the marker.
+    let waited = wait_webhook_active(client, namespace, &hash).await;
+    eprintln!("the API server's reviews answered after {waited:?}");
+
+    // Anyone else is refused in the TLS handshake, before a request is read.
+    assert!(healthz(port, &certs.ca_pem).await.is_err(), "no client certificate: refused");
+    let stranger =
+        direct_review(port, &certs.ca_pem, Some(&client_certificate.stranger_pem), namespace).await;
+    assert!(stranger.is_err(), "a certificate another CA signed: refused, got {stranger:?}");
+    let anonymous = direct_review(port, &certs.ca_pem, None, namespace).await;
+    assert!(anonymous.is_err(), "no certificate: refused, got {anonymous:?}");
+
+    // Even with the API server's identity, a namespace outside the scope gets no marker values.
+    let apiserver = Some(client_certificate.apiserver_pem.as_str());
+    let inside = direct_review(port, &certs.ca_pem, apiserver, namespace).await.expect("answered");
+    assert!(inside.is_some(), "the watched namespace is stamped");
+    let outside = direct_review(port, &certs.ca_pem, apiserver, other.name()).await.expect("answered");
+    assert_eq!(outside, None, "a namespace outside the scope: allowed, no patch");
 }

@@ -47,6 +47,11 @@ fn the_chart_grants_each_registered_kind_the_verbs_the_code_uses() {
 // admission webhook; a declaration the binary could not parse is refused by `helm template`.
 
 const RELEASE: &str = "rel";
+
+/// The webhook, with the API server's address `helm template` cannot look up.
+fn webhook_on() -> Value {
+    json!({ "enabled": true, "networkPolicy": { "from": [{ "ipBlock": { "cidr": "172.16.0.10/32" } }] } })
+}
 const NAMESPACE: &str = "ops";
 const CUSTOM_VERBS: [&str; 4] = ["get", "list", "watch", "patch"];
 
@@ -125,8 +130,7 @@ fn assert_custom_rules(role: &Value) {
 #[test]
 fn declared_kinds_get_a_flag_a_cluster_rule_and_a_webhook_rule_each_with_a_template() {
     let helm = helm();
-    let values =
-        json!({ "reloader": { "customWorkloads": custom_workloads() }, "webhook": { "enabled": true } });
+    let values = json!({ "reloader": { "customWorkloads": custom_workloads() }, "webhook": webhook_on() });
     helm.lint(NAMESPACE, &values).expect("helm lint --strict");
     let manifest = helm.template(RELEASE, NAMESPACE, &values).expect("helm template");
 
@@ -159,7 +163,7 @@ fn declared_kinds_get_a_flag_a_cluster_rule_and_a_webhook_rule_each_with_a_templ
 
     // Without declarations nothing of them is rendered.
     let plain =
-        helm.template(RELEASE, NAMESPACE, &json!({ "webhook": { "enabled": true } })).expect("helm template");
+        helm.template(RELEASE, NAMESPACE, &json!({ "webhook": webhook_on() })).expect("helm template");
     let args = plain.controller().expect("the controller Deployment").args();
     assert!(
         !args.iter().any(|arg| arg.starts_with("--custom-workload")),

@@ -50,6 +50,18 @@ struct Row {
     details: Option<fn(&Rendered) -> Check>,
 }
 
+/// Where the test's API server connects from: `helm template` cannot look it up.
+const API_SERVER_PEER: &str = "172.16.0.10/32";
+const CLIENT_CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+
+/// `over` with the webhook enabled and the API server's address given.
+fn webhook_on(over: Value) -> Value {
+    merge(
+        &json!({"webhook": {"enabled": true, "networkPolicy": {"from": [{"ipBlock": {"cidr": API_SERVER_PEER}}]}}}),
+        &over,
+    )
+}
+
 fn row(name: &'static str, values: Value, details: Option<fn(&Rendered) -> Check>) -> Row {
     Row { name, values, api_versions: &[], details }
 }
@@ -156,21 +168,35 @@ fn rows() -> Vec<Row> {
             json!({"reloader": {"ignoredSecretTypes": []}}),
             None,
         ),
-        row("webhook enabled", json!({"webhook": {"enabled": true}}), Some(webhook_generated)),
+        row("webhook enabled", webhook_on(json!({})), Some(webhook_generated)),
         row(
             "webhook with argo and openshift",
-            json!({"webhook": {"enabled": true}, "reloader": {"isArgoRollouts": true, "isOpenshift": true}}),
+            webhook_on(json!({"reloader": {"isArgoRollouts": true, "isOpenshift": true}})),
             Some(webhook_generated),
         ),
         row(
             "webhook with cert-manager",
-            json!({"webhook": {"enabled": true, "certManager": {"enabled": true}}}),
+            webhook_on(json!({"webhook": {"certManager": {"enabled": true}}})),
             Some(webhook_cert_manager),
         ),
         row(
             "webhook namespaced",
-            json!({"webhook": {"enabled": true}, "reloader": {"watchGlobally": false, "namespaces": ["a", "b"]}}),
+            webhook_on(json!({"reloader": {"watchGlobally": false, "namespaces": ["a", "b"]}})),
             Some(webhook_namespaced),
+        ),
+        row(
+            "webhook with a client CA, netpol on",
+            webhook_on(json!({
+                "webhook": {"clientCA": {"pem": CLIENT_CA_PEM}},
+                "reloader": {"netpol": {"enabled": true}},
+            })),
+            Some(webhook_client_ca),
+        ),
+        row(
+            "webhook with a client CA ConfigMap, no network policy",
+            json!({"webhook": {"enabled": true, "clientCA": {"configMap": "apiserver-ca", "key": "bundle.pem"},
+                "networkPolicy": {"enabled": false}}}),
+            Some(webhook_client_ca),
         ),
         Row {
             name: "netpol, monitors, PDB, VPA",
@@ -239,6 +265,11 @@ const REJECTED: &[(&str, &str, &str)] = &[
         "webhook in a namespace it excludes",
         r#"{"webhook": {"enabled": true}, "reloader": {"watchGlobally": false}}"#,
         "excluded from the webhook",
+    ),
+    (
+        "webhook network policy with no API server address",
+        r#"{"webhook": {"enabled": true}}"#,
+        "set webhook.networkPolicy.from",
     ),
     (
         "webhook existing Secret without CA",
@@ -317,7 +348,8 @@ fn defaults() -> Value {
             "deployment": {"replicas": 1},
             "rbac": {"enabled": true},
         },
-        "webhook": {"enabled": false, "port": 9443},
+        "webhook": {"enabled": false, "port": 9443, "clientCA": {"pem": "", "configMap": "", "key": "ca.crt"},
+            "networkPolicy": {"enabled": true, "from": []}},
     })
 }
 
@@ -467,6 +499,10 @@ fn expected_args(values: &Value) -> Vec<String> {
         args.push("--webhook-tls-cert=/tls/tls.crt".into());
         args.push("--webhook-tls-key=/tls/tls.key".into());
         args.push(format!("--webhook-addr=:{}", values["webhook"]["port"]));
+        let client_ca = &values["webhook"]["clientCA"];
+        if !text(&client_ca["pem"]).is_empty() || !text(&client_ca["configMap"]).is_empty() {
+            args.push(format!("--webhook-client-ca=/client-ca/{}", text(&client_ca["key"])));
+        }
     }
     args.sort();
     args
@@ -802,6 +838,7 @@ fn replicas_capped(set: &Rendered) -> Check {
 }
 
 fn webhook_generated(set: &Rendered) -> Check {
+    webhook_network_policy(set)?;
     let configuration = one(set.docs, "MutatingWebhookConfiguration", Some(FULLNAME), None)?;
     let hook = &configuration["webhooks"][0];
     ensure(
@@ -912,6 +949,72 @@ fn webhook_cert_manager(set: &Rendered) -> Check {
     ensure(
         strings(&certificate["spec"]["dnsNames"]).contains(&service_name.as_str()),
         "Certificate DNS names",
+    )
+}
+
+/// The webhook port admits only the API server; the metrics port keeps what it had.
+fn webhook_network_policy(set: &Rendered) -> Check {
+    let webhook = &set.values["webhook"]["networkPolicy"];
+    let policies = find(set.docs, "NetworkPolicy", Some(&format!("{FULLNAME}-webhook")), Some(NAMESPACE));
+    if !on(&webhook["enabled"]) {
+        return ensure(policies.is_empty(), "no webhook NetworkPolicy when disabled");
+    }
+    let [policy] = policies[..] else { return Err("one webhook NetworkPolicy".into()) };
+    let ingress = policy["spec"]["ingress"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let rule = |port: &str| ingress.iter().find(|r| r["ports"][0]["port"] == port);
+    let peers = json!([{"ipBlock": {"cidr": API_SERVER_PEER}}]);
+    ensure(
+        rule("webhook").is_some_and(|r| r["from"] == peers),
+        format!("webhook port from {peers}: {ingress:?}"),
+    )?;
+    ensure(policy["spec"]["policyTypes"] == json!(["Ingress"]), "ingress only")?;
+    let metrics = rule("http").ok_or("the metrics port stays reachable")?;
+    let netpol = &set.values["reloader"]["netpol"];
+    let narrowed = on(&netpol["enabled"]) && netpol["from"].as_array().is_some_and(|from| !from.is_empty());
+    let metrics_from = if narrowed { netpol["from"].clone() } else { Value::Null };
+    ensure(
+        metrics.get("from").cloned().unwrap_or(Value::Null) == metrics_from,
+        "metrics port as open as reloader.netpol leaves it",
+    )?;
+    // Policies add up: reloader.netpol must not open the webhook port wider.
+    if on(&netpol["enabled"]) {
+        let main = one(set.docs, "NetworkPolicy", Some(FULLNAME), Some(NAMESPACE))?;
+        let main_ingress = main["spec"]["ingress"].as_array().map(Vec::as_slice).unwrap_or_default();
+        let main_rule = main_ingress.iter().find(|r| r["ports"][0]["port"] == "webhook");
+        ensure(
+            main_rule.is_some_and(|r| r["from"] == peers),
+            "reloader.netpol's webhook rule has the same peers",
+        )?;
+    }
+    Ok(())
+}
+
+fn webhook_client_ca(set: &Rendered) -> Check {
+    webhook_network_policy(set)?;
+    let ca = &set.values["webhook"]["clientCA"];
+    let config_map = if !text(&ca["configMap"]).is_empty() {
+        ensure(
+            find(set.docs, "ConfigMap", Some(&format!("{FULLNAME}-webhook-client-ca")), None).is_empty(),
+            "the user's ConfigMap, none rendered",
+        )?;
+        text(&ca["configMap"]).to_owned()
+    } else {
+        let name = format!("{FULLNAME}-webhook-client-ca");
+        let rendered = one(set.docs, "ConfigMap", Some(&name), Some(NAMESPACE))?;
+        ensure(rendered["data"][text(&ca["key"])] == CLIENT_CA_PEM, "the PEM bundle under its key")?;
+        name
+    };
+    let mounts = set.container["volumeMounts"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let volumes = set.deployment["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    ensure(
+        mounts.iter().any(|m| m["mountPath"] == "/client-ca" && m["name"] == "webhook-client-ca")
+            && volumes
+                .iter()
+                .any(|v| v["name"] == "webhook-client-ca" && v["configMap"]["name"] == config_map.as_str()),
+        "client CA mounted at /client-ca",
     )
 }
 

@@ -39,7 +39,7 @@ fn serves_the_files_and_follows_their_changes() {
     let certificate = Arc::new(ReloadingCertificate::load(&cert, &key, provider()).unwrap());
     assert_eq!(served(&certificate), first.cert.der().to_vec());
     assert!(!certificate.refresh().unwrap(), "unchanged files are not read again");
-    certificate.server_config().expect("a server configuration");
+    certificate.server_config(None).expect("a server configuration");
 
     let second = generate("second.example");
     write_pair(dir.path(), &second);
@@ -93,4 +93,50 @@ fn unusable_files_are_refused_at_start() {
     // The message names the files, never their contents.
     let message = error.to_string();
     assert!(message.contains("other.key") && !message.contains("PRIVATE KEY"), "{message}");
+}
+
+/// A CA and a client certificate it signed, as PEM and DER.
+struct ClientPki {
+    ca_pem: String,
+    client: CertificateDer<'static>,
+}
+
+fn client_pki(name: &str) -> ClientPki {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(DnType::CommonName, format!("{name} CA"));
+    let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
+    let issuer = Issuer::new(ca, ca_key);
+    let mut client = CertificateParams::new(Vec::<String>::new()).unwrap();
+    client.distinguished_name.push(DnType::CommonName, name);
+    let client = client.signed_by(&KeyPair::generate().unwrap(), &issuer).unwrap();
+    ClientPki { ca_pem, client: client.der().clone() }
+}
+
+#[test]
+fn only_clients_the_ca_signed_pass_and_a_new_bundle_is_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("client-ca.crt");
+    let (apiserver, stranger) = (client_pki("kube-apiserver"), client_pki("someone"));
+    replace(&path, apiserver.ca_pem.clone());
+    let ca = Arc::new(ReloadingClientCa::load(&path, provider()).unwrap());
+    let verify = |pki: &ClientPki| ca.verify_client_cert(&pki.client, &[], UnixTime::now()).is_ok();
+    assert!(ca.client_auth_mandatory(), "a client without a certificate is refused");
+    assert!(verify(&apiserver));
+    assert!(!verify(&stranger), "a certificate from another CA is refused");
+    assert!(!ca.refresh().unwrap(), "an unchanged bundle is not read again");
+
+    replace(&path, "not a certificate".into());
+    assert!(ca.refresh().is_err(), "a broken bundle is reported");
+    assert!(verify(&apiserver), "and the previous one stays in service");
+
+    replace(&path, stranger.ca_pem.clone());
+    assert!(ca.refresh().unwrap());
+    assert!(verify(&stranger) && !verify(&apiserver), "the new bundle decides");
+
+    std::fs::write(&path, "").unwrap();
+    let error = ReloadingClientCa::load(&path, provider()).unwrap_err().to_string();
+    assert!(error.contains("client-ca.crt"), "{error}");
 }

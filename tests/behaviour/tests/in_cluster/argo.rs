@@ -13,7 +13,7 @@ use reloader_harness::{NotYet, wait_until};
 use serde_json::{Value, json};
 
 use crate::chart::{APPS, RELEASE, RELEASE_NAMESPACE, RELEASE_SELECTOR};
-use crate::support::{Cluster, POD_PATIENCE, app_deployment};
+use crate::support::{Cluster, POD_PATIENCE, app_deployment, webhook_enabled};
 
 const CRDS: [&str; 5] =
     ["rollout", "analysis-run", "analysis-template", "cluster-analysis-template", "experiment"];
@@ -116,7 +116,7 @@ pub async fn real_controller(cluster: &Cluster) {
     cluster.node.start_rollouts_controller(&cluster.plane).unwrap_or_else(|error| panic!("{error}"));
     let values = json!({
         "reloader": { "enableHA": true, "deployment": { "replicas": 2 }, "isArgoRollouts": true },
-        "webhook": { "enabled": true },
+        "webhook": webhook_enabled(),
     });
     cluster.helm_install(RELEASE, RELEASE_NAMESPACE, &values);
     cluster.rolled_out(RELEASE_NAMESPACE, RELEASE_SELECTOR).await;

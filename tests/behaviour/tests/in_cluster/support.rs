@@ -24,6 +24,13 @@ pub const LEASE_NAME: &str = "stakater-reloader-lock";
 pub const POD_PATIENCE: Duration = Duration::from_secs(240);
 pub const RELOAD_PATIENCE: Duration = Duration::from_secs(120);
 
+/// The chart's `webhook:` values here. The plane's API server runs without an endpoint reconciler
+/// (no `kubernetes` EndpointSlice to look up), so the address it connects from, the host's, is
+/// given; the node's CNI enforces no NetworkPolicy, so the rendered one is not exercised here.
+pub fn webhook_enabled() -> Value {
+    json!({ "enabled": true, "networkPolicy": { "from": [{ "ipBlock": { "cidr": "127.0.0.1/32" } }] } })
+}
+
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }

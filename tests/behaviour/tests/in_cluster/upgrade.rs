@@ -16,7 +16,7 @@ use serde_json::json;
 
 use crate::chart::{APPS, RELEASE, RELEASE_NAMESPACE, RELEASE_SELECTOR, wait_for_leader_among};
 use crate::restamp;
-use crate::support::{Cluster, IMAGE_REPOSITORY, VERSION, workspace_root};
+use crate::support::{Cluster, IMAGE_REPOSITORY, VERSION, webhook_enabled, workspace_root};
 
 /// The tag the upgrade moves to.
 fn next_tag() -> String {
@@ -28,7 +28,7 @@ fn next_tag() -> String {
 fn values(tag: Option<&str>) -> serde_json::Value {
     let mut values = json!({
         "reloader": { "enableHA": true, "deployment": { "replicas": 2 }, "loopGuard": "off" },
-        "webhook": { "enabled": true },
+        "webhook": webhook_enabled(),
     });
     if let Some(tag) = tag {
         values["image"] = json!({ "tag": tag });

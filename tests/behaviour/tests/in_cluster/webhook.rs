@@ -9,7 +9,7 @@ use reloader_harness::{NotYet, wait_until};
 use serde_json::json;
 
 use crate::chart::{APPS, RELEASE, RELEASE_NAMESPACE, RELEASE_SELECTOR};
-use crate::support::{Cluster, RELOAD_PATIENCE};
+use crate::support::{Cluster, RELOAD_PATIENCE, webhook_enabled};
 
 /// The env var the env-vars strategy adds for ConfigMap `web` (Stakater's name).
 const MARKER: &str = "STAKATER_WEB_CONFIGMAP";
@@ -41,7 +41,7 @@ fn as_declared(mut deployment: Deployment) -> Deployment {
 pub async fn through_its_service(cluster: &Cluster) {
     let values = json!({
         "reloader": { "enableHA": true, "deployment": { "replicas": 2 } },
-        "webhook": { "enabled": true },
+        "webhook": webhook_enabled(),
     });
     cluster.helm_install(RELEASE, RELEASE_NAMESPACE, &values);
     cluster.rolled_out(RELEASE_NAMESPACE, RELEASE_SELECTOR).await;
