@@ -32,6 +32,10 @@ pub use promtool::Promtool;
 use reloader_harness::{ControlPlane, KubeconfigFile, PlaneError, Reloader};
 
 /// A release name unused on this plane (ClusterRoles are named after it).
+/// What `helm install` finds the plane's API server serving, so the chart renders its write fence
+/// as it would there (`helm template` alone assumes no ValidatingAdmissionPolicy).
+pub const WRITE_FENCE_API: &str = "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy";
+
 pub fn release_name() -> String {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     format!("rel{}-{}", std::process::id() % 10_000, NEXT.fetch_add(1, Ordering::Relaxed))
@@ -64,6 +68,11 @@ impl Installation {
             KubeconfigFile::for_service_account(plane, &controller.namespace, &controller.service_account)
                 .await?;
         Ok(Self { manifest: manifest.clone(), rbac, kubeconfig })
+    }
+
+    /// The kubeconfig of the chart's ServiceAccount: its own token, as a thief would have it.
+    pub fn kubeconfig_path(&self) -> &std::path::Path {
+        self.kubeconfig.path()
     }
 
     /// Sends the API traffic of the replicas started from now on through `server` (a proxy in
@@ -103,10 +112,14 @@ impl Installation {
     pub async fn uninstall(&self, plane: &ControlPlane) {
         for object in self.rbac.objects() {
             let kind = object["kind"].as_str().unwrap_or_default();
-            if !matches!(kind, "ClusterRole" | "ClusterRoleBinding") {
-                continue;
-            }
-            let gvk = GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind);
+            let group = match kind {
+                "ClusterRole" | "ClusterRoleBinding" => "rbac.authorization.k8s.io",
+                "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding" => {
+                    "admissionregistration.k8s.io"
+                }
+                _ => continue,
+            };
+            let gvk = GroupVersionKind::gvk(group, "v1", kind);
             let api: Api<DynamicObject> = Api::all_with(plane.client(), &ApiResource::from_gvk(&gvk));
             let name = object["metadata"]["name"].as_str().unwrap_or_default();
             if let Err(error) = api.delete(name, &DeleteParams::default()).await {

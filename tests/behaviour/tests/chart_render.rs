@@ -14,7 +14,7 @@
 
 use std::collections::BTreeSet;
 
-use reloader_tests::chart::{Helm, Manifest};
+use reloader_tests::chart::{Helm, Manifest, WRITE_FENCE_API};
 use serde_json::{Map, Value, json};
 
 const RELEASE: &str = "rel";
@@ -199,6 +199,19 @@ fn rows() -> Vec<Row> {
             Some(webhook_client_ca),
         ),
         Row {
+            name: "write fence, where the API server serves ValidatingAdmissionPolicy",
+            values: json!({"reloader": {"isArgoRollouts": true, "isOpenshift": true,
+                "custom_annotations": {"pauseTime": "example.com/paused-at"}}}),
+            api_versions: &[WRITE_FENCE_API],
+            details: Some(write_fence),
+        },
+        Row {
+            name: "write fence opted out",
+            values: json!({"writeFence": {"enabled": false}}),
+            api_versions: &[WRITE_FENCE_API],
+            details: Some(write_fence),
+        },
+        Row {
             name: "netpol, monitors, PDB, VPA",
             values: json!({"reloader": {
                 "netpol": {"enabled": true, "from": [{"podSelector": {"matchLabels": {"app": "prometheus"}}}]},
@@ -340,7 +353,7 @@ fn defaults() -> Value {
             "reloadOnCreate": false, "reloadOnDelete": false, "syncAfterRestart": false,
             "reloadStrategy": "default", "ignoreNamespaces": "", "namespaceSelector": "",
             "resourceLabelSelector": "", "logFormat": "", "logLevel": "info", "watchGlobally": true,
-            "namespaces": [], "enableHA": false, "enablePProf": false, "pprofAddr": ":6060",
+            "namespaces": [], "enableHA": false, "enablePProf": false, "pprofAddr": "127.0.0.1:6060",
             "enableCSIIntegration": false, "enableMetricsByNamespace": false, "webhookUrl": "",
             "custom_annotations": {}, "coalescePeriod": "", "maxWritesPerSecond": null, "dryRun": false,
             "maintenanceWindow": "", "loopGuard": "",
@@ -778,6 +791,10 @@ fn check_common<'a>(manifest: &'a Manifest, values: &'a Value) -> Result<Rendere
 
 fn no_webhook(set: &Rendered) -> Check {
     ensure(
+        find(set.docs, "ValidatingAdmissionPolicy", None, None).is_empty(),
+        "no write fence where the API server is not known to serve ValidatingAdmissionPolicy",
+    )?;
+    ensure(
         find(set.docs, "MutatingWebhookConfiguration", None, None).is_empty(),
         "no webhook configuration by default",
     )?;
@@ -786,6 +803,56 @@ fn no_webhook(set: &Rendered) -> Check {
         set.deployment["spec"]["template"]["spec"].get("affinity").is_none(),
         "no default affinity without enableHA",
     )
+}
+
+/// The write fence (docs/security.md): rendered only where the API server serves
+/// ValidatingAdmissionPolicy and unless opted out, bound to the controller's ServiceAccount, over
+/// the kinds it writes, letting it change the pause annotation the binary uses.
+fn write_fence(set: &Rendered) -> Check {
+    let policies = find(set.docs, "ValidatingAdmissionPolicy", None, None);
+    let bindings = find(set.docs, "ValidatingAdmissionPolicyBinding", None, None);
+    let wanted = set.values["writeFence"]["enabled"] != false;
+    if !wanted {
+        return ensure(policies.is_empty() && bindings.is_empty(), "no write fence when opted out");
+    }
+    let name = format!("{NAMESPACE}-{FULLNAME}-write-fence");
+    let [policy] = policies[..] else {
+        return Err(format!("one write fence policy, got {}", policies.len()));
+    };
+    let [binding] = bindings[..] else { return Err("one write fence binding".into()) };
+    ensure(policy["metadata"]["name"] == name.as_str(), format!("policy named {name}"))?;
+    ensure(
+        binding["spec"]["policyName"] == name.as_str()
+            && binding["spec"]["validationActions"] == json!(["Deny"]),
+        "the binding denies",
+    )?;
+    ensure(policy["spec"]["failurePolicy"] == "Fail", "failurePolicy Fail")?;
+    let condition = text(&policy["spec"]["matchConditions"][0]["expression"]);
+    let account = text(&set.deployment["spec"]["template"]["spec"]["serviceAccountName"]);
+    ensure(
+        condition == format!("request.userInfo.username == 'system:serviceaccount:{NAMESPACE}:{account}'"),
+        format!("bound to the Deployment's ServiceAccount {account}: {condition}"),
+    )?;
+    let rules = policy["spec"]["matchConstraints"]["resourceRules"].as_array().cloned().unwrap_or_default();
+    let resources: BTreeSet<String> = rules
+        .iter()
+        .flat_map(|rule| strings(&rule["resources"]).into_iter().map(String::from).collect::<Vec<_>>())
+        .collect();
+    let mut expected = BTreeSet::from(["deployments", "daemonsets", "statefulsets"].map(String::from));
+    if on(&set.values["reloader"]["isArgoRollouts"]) {
+        expected.insert("rollouts".into());
+    }
+    if on(&set.values["reloader"]["isOpenshift"]) {
+        expected.insert("deploymentconfigs".into());
+    }
+    ensure(resources == expected, format!("fenced kinds {resources:?}, want {expected:?}"))?;
+    ensure(rules.iter().all(|rule| rule["operations"] == json!(["UPDATE"])), "updates are fenced")?;
+    let variables = policy["spec"]["variables"].as_array().cloned().unwrap_or_default();
+    let markers = variables.iter().find(|v| v["name"] == "workloadMarkers").ok_or("workloadMarkers")?;
+    let pause = set.values["reloader"]["custom_annotations"]["pauseTime"]
+        .as_str()
+        .unwrap_or("deployment.reloader.stakater.com/paused-at");
+    ensure(text(&markers["expression"]).contains(pause), format!("the pause annotation {pause} may change"))
 }
 
 fn role_namespaces(docs: &[Value], kind: &str, name: &str) -> Vec<String> {

@@ -7,7 +7,17 @@ use serde_json::Value;
 
 use reloader_harness::PlaneError;
 
-const RBAC_KINDS: [&str; 5] = ["ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"];
+/// What confines the controller's identity: its RBAC, and the write fence (docs/security.md)
+/// where the chart renders it.
+const RBAC_KINDS: [&str; 7] = [
+    "ServiceAccount",
+    "Role",
+    "ClusterRole",
+    "RoleBinding",
+    "ClusterRoleBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+];
 
 /// The objects `helm template` printed, in order.
 #[derive(Debug, Clone)]

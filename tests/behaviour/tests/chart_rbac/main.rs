@@ -13,6 +13,10 @@
 //! each cut must make the binary fall short. F49 (`denied`): a missing permission is reported
 //! and does not crash-loop.
 //!
+//! The write fence (`write_fence`): the chart's ValidatingAdmissionPolicy refuses the
+//! ServiceAccount's own token any change but markers; the values sets above install it with the
+//! RBAC, so their reloads all pass through it.
+//!
 //! A binary in global mode acts on every namespace, so while one runs nothing else of this file
 //! does (`isolate`); namespaced runs share the plane with one another.
 
@@ -22,13 +26,14 @@ use reloader_core::model::WorkloadKind;
 use reloader_harness::{ControlPlane, Crd, Reloader, TestNamespace};
 use reloader_tests::chart::exercise::{Limits, Secrets, Shortfall, exercise, forbidden_line};
 use reloader_tests::chart::probe::{LAST_RELOADED_FROM, Probe, built_in_kinds};
-use reloader_tests::chart::{ApplyMode, Helm, Installation, Manifest, apply, release_name};
+use reloader_tests::chart::{ApplyMode, Helm, Installation, Manifest, WRITE_FENCE_API, apply, release_name};
 use reloader_tests::fixtures::TestEnv;
 use serde_json::{Value, json};
 use tokio::sync::RwLock;
 
 mod denied;
 mod least_privilege;
+mod write_fence;
 
 /// Which namespaces a release watches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,7 +208,16 @@ async fn verify(set: ValuesSet) -> Verified {
 
     let helm = Helm::locate().expect("helm");
     helm.lint(release_ns.name(), &values).unwrap_or_else(|e| panic!("{}: helm lint: {e}", set.name));
-    let manifest = helm.template(&release_name(), release_ns.name(), &values).expect("helm template");
+    // As `helm install` renders it against this API server: with the write fence, which every
+    // reload below then passes through.
+    let manifest = helm
+        .template_with_apis(&release_name(), release_ns.name(), &values, &[WRITE_FENCE_API])
+        .expect("helm template");
+    assert!(
+        manifest.objects().iter().any(|object| object["kind"] == "ValidatingAdmissionPolicy"),
+        "{}: the chart renders its write fence",
+        set.name
+    );
     apply(client, &manifest, ApplyMode::DryRun)
         .await
         .unwrap_or_else(|e| panic!("{}: the API server refuses the rendered chart: {e}", set.name));
