@@ -150,8 +150,8 @@ pub struct RunArgs {
           default_value_t = false, default_missing_value = "true", value_parser = go_bool)]
     pub enable_pprof: bool,
 
-    /// Address of the /debug/pprof/ server (never the metrics port)
-    #[arg(long, value_name = "ADDR", default_value = ":6060")]
+    /// Address of the /debug/pprof/ server (never the metrics port; the loopback unless set)
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6060")]
     pub pprof_addr: String,
 
     /// Watch SecretProviderClassPodStatus objects of the Secrets Store CSI driver

@@ -78,8 +78,9 @@ pub struct SidecarArgs {
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub(crate) init_timeout: Duration,
 
-    /// Address of /metrics, /live and /readyz (`:9091`, `127.0.0.1:9091`; empty disables).
-    #[arg(long, default_value = ":9091", value_parser = parse_metrics_addr)]
+    /// Address of /metrics, /live and /readyz (`127.0.0.1:9091`; `:9091` for every interface, as
+    /// probes and scrapers from outside the pod need; empty disables).
+    #[arg(long, default_value = "127.0.0.1:9091", value_parser = parse_metrics_addr)]
     pub(crate) metrics_addr: MetricsAddr,
 
     /// Mode of files that come from ConfigMaps (octal).

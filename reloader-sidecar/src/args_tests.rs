@@ -49,7 +49,7 @@ fn defaults() {
     assert!(!a.endpoint_expected_status.matches(StatusCode::MOVED_PERMANENTLY));
     assert_eq!(a.signal, Signal::HUP);
     assert_eq!(a.init_timeout, Duration::from_secs(60));
-    assert_eq!(a.metrics_addr, MetricsAddr(Some("0.0.0.0:9091".parse().unwrap())));
+    assert_eq!(a.metrics_addr, MetricsAddr(Some("127.0.0.1:9091".parse().unwrap())), "loopback unless asked");
     assert_eq!((a.configmap_mode, a.secret_mode), (0o644, 0o640));
     assert!(parse(&[]).is_err(), "--path is required");
 }

@@ -130,7 +130,8 @@ impl Metrics {
 }
 
 /// Serves /metrics, /live and /readyz on an already bound listener, so a port conflict is
-/// reported at start-up.
+/// reported at start-up; bounded as every reloader listener (reloader_http). Runs until its task
+/// is aborted.
 pub(crate) async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) -> std::io::Result<()> {
     tracing::info!(addr = %listener.local_addr()?, "sidecar metrics and health endpoints listening");
     let app = Router::new()
@@ -138,7 +139,10 @@ pub(crate) async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metric
         .route("/live", get(|| async { "ok" }))
         .route("/readyz", get(ready_handler))
         .with_state(metrics);
-    axum::serve(listener, app).await
+    let limits = reloader_http::Limits::DEFAULT;
+    let never = tokio_util::sync::CancellationToken::new();
+    reloader_http::serve("sidecar metrics", listener, reloader_http::Plain, app, limits, never).await;
+    Ok(())
 }
 
 async fn metrics_handler(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {

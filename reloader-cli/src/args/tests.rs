@@ -33,7 +33,7 @@ fn flag_defaults_are_stakaters() {
         (&a.reload_strategy, "env-vars"),
         (&a.reload_on_create, "false"),
         (&a.reload_on_delete, "false"),
-        (&a.pprof_addr, ":6060"),
+        (&a.pprof_addr, "127.0.0.1:6060"),
         (&a.metrics_addr, ":9090"),
         (&a.leader_election_id, "stakater-reloader-lock"),
         (&a.leader_election_lease_duration, "15s"),

@@ -104,7 +104,8 @@ pub(crate) async fn serve(
     serve_listener(listener, metrics, health, shutdown).await
 }
 
-/// Serves on an already bound listener until `shutdown` is cancelled; in-flight requests finish.
+/// Serves on an already bound listener until `shutdown` is cancelled; in-flight requests finish
+/// (for a while: reloader_http).
 pub(crate) async fn serve_listener(
     listener: TcpListener,
     metrics: Arc<Metrics>,
@@ -113,10 +114,18 @@ pub(crate) async fn serve_listener(
 ) -> anyhow::Result<()> {
     let local_addr = listener.local_addr().context("reading the metrics server's local address")?;
     tracing::info!(address = %local_addr, "serving /metrics, /live, /healthz and /readyz");
-    axum::serve(listener, router(AppState { metrics, health }))
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
-        .with_context(|| format!("serving HTTP on {local_addr}"))
+    // Bounded (reloader_http's limits): slow clients cannot hold the probes' port.
+    let router = router(AppState { metrics, health });
+    reloader_http::serve(
+        "metrics",
+        listener,
+        reloader_http::Plain,
+        router,
+        reloader_http::Limits::DEFAULT,
+        shutdown,
+    )
+    .await;
+    Ok(())
 }
 
 fn router(state: AppState) -> Router {

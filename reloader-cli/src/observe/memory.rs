@@ -153,8 +153,30 @@ pub fn keep_freed_pages_for_a_while() {
     }
 }
 
+/// Hands what this thread's allocator cache holds back to its arena, where
+/// [`release_free_memory`] can return it (a blocking thread keeps its cache while it lives).
+pub(crate) fn flush_thread_cache() {
+    #[cfg(feature = "jemalloc")]
+    {
+        #[allow(unsafe_code)]
+        // SAFETY: "thread.tcache.flush" takes no value: every pointer null, every length zero.
+        let errno = unsafe {
+            tikv_jemalloc_sys::mallctl(
+                c"thread.tcache.flush".as_ptr(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        if errno != 0 {
+            tracing::debug!(errno, "jemalloc: flushing this thread's cache failed");
+        }
+    }
+}
+
 /// Returns the memory the allocator holds free to the system.
-fn release_free_memory() {
+pub(crate) fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu", not(feature = "jemalloc")))]
     #[allow(unsafe_code)]
     // SAFETY: malloc_trim is thread-safe and only releases memory glibc holds free.

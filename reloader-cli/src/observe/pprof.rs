@@ -58,11 +58,16 @@ pub(crate) async fn serve(addr: ListenAddr, shutdown: CancellationToken) -> anyh
 pub(crate) async fn serve_listener(listener: TcpListener, shutdown: CancellationToken) -> anyhow::Result<()> {
     let local_addr = listener.local_addr().context("reading the pprof server's local address")?;
     tracing::info!(address = %local_addr, "serving /debug/pprof/ (profile, heap)");
-    let state = PprofState { cpu_profile: Arc::default(), shutdown: shutdown.clone() };
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
-        .with_context(|| format!("serving pprof on {local_addr}"))
+    serve_state(listener, PprofState { cpu_profile: Arc::default(), shutdown }).await;
+    Ok(())
+}
+
+/// Bounded as every listener (reloader_http): a CPU profile's handler may run up to
+/// `MAX_CPU_SECONDS`, which the idle timeout does not count (a handler at work is not idle).
+async fn serve_state(listener: TcpListener, state: PprofState) {
+    let shutdown = state.shutdown.clone();
+    let limits = reloader_http::Limits::DEFAULT;
+    reloader_http::serve("pprof", listener, reloader_http::Plain, router(state), limits, shutdown).await;
 }
 
 fn router(state: PprofState) -> Router {
@@ -104,7 +109,9 @@ async fn cpu_profile(State(state): State<PprofState>, RawQuery(query): RawQuery)
     let (started, sampling) = tokio::sync::oneshot::channel::<()>();
     let mut recording = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        cpu::record(started, &stopped)
+        let profile = cpu::record(started, &stopped);
+        release_profiling_memory();
+        profile
     });
     let sample_for = async {
         if sampling.await.is_ok() {
@@ -121,6 +128,7 @@ async fn cpu_profile(State(state): State<PprofState>, RawQuery(query): RawQuery)
         Some(ended) => ended,
         None => recording.await,
     };
+    release_after_answer();
     match ended {
         Ok(Ok(profile)) => profile_response("profile", profile),
         Ok(Err(error)) => error_response(StatusCode::INTERNAL_SERVER_ERROR, &error),
@@ -132,10 +140,35 @@ async fn heap_profile(RawQuery(query): RawQuery) -> Response {
     if let Err(error) = HeapQuery::parse(query.as_deref()) {
         return (StatusCode::BAD_REQUEST, error.to_string()).into_response();
     }
-    match heap::dump().await {
+    let dumped = heap::dump().await;
+    release_after_answer();
+    match dumped {
         Ok(profile) => profile_response("heap", profile),
         Err(error) => error_response(error.status(), &error),
     }
+}
+
+/// Gives back what taking a profile cost (docs/monitoring.md, "Profiles"): the symbol tables
+/// read to name its frames (the `backtrace` crate keeps them, and the binary they were read from
+/// mapped, for the life of the process), the allocator's pages freed since, and the pages of this
+/// binary that unwinding and symbolising read (its unwind tables and code: paged out again, as
+/// after start-up).
+fn release_profiling_memory() {
+    backtrace::clear_symbol_cache();
+    super::memory::flush_thread_cache();
+    super::memory::release_free_memory();
+    super::memory::release_cold_code();
+}
+
+/// How long after a profile's answer the memory its sending used is given back too.
+const RELEASE_AFTER_ANSWER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Once the answer has gone out: sending it ran code, and freed the profile's bytes.
+fn release_after_answer() {
+    tokio::spawn(async {
+        tokio::time::sleep(RELEASE_AFTER_ANSWER).await;
+        let _ = tokio::task::spawn_blocking(release_profiling_memory).await;
+    });
 }
 
 /// Go's answer for a profile it does not know, with the names this server has.
@@ -176,16 +209,14 @@ mod tests {
     struct TestServer {
         base: String,
         state: PprofState,
-        task: tokio::task::JoinHandle<std::io::Result<()>>,
+        task: tokio::task::JoinHandle<()>,
     }
 
     async fn start() -> TestServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let state = PprofState { cpu_profile: Arc::default(), shutdown: CancellationToken::new() };
-        let serving = axum::serve(listener, router(state.clone()))
-            .with_graceful_shutdown(state.shutdown.clone().cancelled_owned());
-        let task = tokio::spawn(serving.into_future());
+        let task = tokio::spawn(serve_state(listener, state.clone()));
         TestServer { base, state, task }
     }
 
@@ -211,7 +242,7 @@ mod tests {
         assert_eq!(status, 404);
         assert!(body.contains("Unknown profile: goroutine") && body.contains("profile, heap"), "{body}");
         server.state.shutdown.cancel();
-        server.task.await.unwrap().unwrap();
+        server.task.await.unwrap();
     }
 
     #[tokio::test]
@@ -223,7 +254,7 @@ mod tests {
         assert!(body.contains("already"), "{body}");
         drop(running);
         server.state.shutdown.cancel();
-        server.task.await.unwrap().unwrap();
+        server.task.await.unwrap();
     }
 
     #[tokio::test]
@@ -235,6 +266,6 @@ mod tests {
         let (status, body) = tokio::time::timeout(ENCODING_SLACK, profile).await.unwrap().unwrap();
         assert_eq!(status, 200, "{body}");
         assert!(server.state.cpu_profile.try_lock().is_ok(), "the sampler is free again");
-        server.task.await.unwrap().unwrap();
+        server.task.await.unwrap();
     }
 }

@@ -20,6 +20,7 @@ const CRATES: &[&str] = &[
     "reloader-workloads/testkit",
     "reloader-cli",
     "reloader-sidecar",
+    "reloader-http",
 ];
 
 #[test]

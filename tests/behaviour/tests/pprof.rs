@@ -131,3 +131,95 @@ async fn without_enable_pprof_nothing_listens_on_the_pprof_port() {
     assert!(refused.is_err(), "something listens on {port} without --enable-pprof");
     assert_eq!(reloader.get("/debug/pprof/").await.unwrap().0, 404, "a profile on the metrics port");
 }
+
+/// Resident memory of `pid` in bytes (`VmRSS`, /proc/<pid>/status).
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/<pid>/status");
+    kib * 1024
+}
+
+/// What `pid`'s resident memory is made of (smaps_rollup), for a failure's message.
+fn memory_breakdown(pid: u32) -> String {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    rollup
+        .lines()
+        .skip(1)
+        .filter(|line| !line.ends_with(" 0 kB"))
+        .map(|line| line.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+const MIB: u64 = 1024 * 1024;
+/// How far above its resting RSS a controller may stay once a profile has been served.
+const RSS_SLACK: u64 = 4 * MIB;
+
+/// The RSS once it stops moving: three readings 500 ms apart within 256 KiB of each other.
+async fn resting_rss(pid: u32) -> u64 {
+    let mut readings = vec![rss_bytes(pid)];
+    for _ in 0..120 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        readings.push(rss_bytes(pid));
+        let last = &readings[readings.len().saturating_sub(3)..];
+        if last.len() == 3 && last.iter().max().unwrap() - last.iter().min().unwrap() <= 256 * 1024 {
+            return *last.iter().max().unwrap();
+        }
+    }
+    panic!("RSS never settled: {readings:?}");
+}
+
+/// docs/monitoring.md, "Profiles": a CPU profile and a heap profile of an idle controller cost
+/// memory while they are taken and give it back once answered; `go tool pprof` still names
+/// reloader's functions in both.
+#[tokio::test]
+async fn profiles_give_their_memory_back() {
+    let Some(go) = go() else { return };
+    let env = TestEnv::new().await;
+    let port = free_port();
+    let reloader = env
+        .reloader_builder()
+        .args(["--enable-pprof".to_owned(), format!("--pprof-addr=127.0.0.1:{port}")])
+        .start()
+        .await
+        .unwrap();
+    let pid = reloader.pid();
+    let base = format!("http://127.0.0.1:{port}/debug/pprof");
+    let dir = tempfile::tempdir().unwrap();
+    for (round, (name, url)) in
+        [("cpu.pb", format!("{base}/profile?seconds={CPU_SECONDS}")), ("heap.pb.gz", format!("{base}/heap"))]
+            .into_iter()
+            .chain([("cpu-again.pb", format!("{base}/profile?seconds={CPU_SECONDS}"))])
+            .enumerate()
+    {
+        let before = resting_rss(pid).await;
+        let resting = memory_breakdown(pid);
+        let profiling = tokio::spawn(async move { fetch(&url).await });
+        // Scrapes while a CPU profile runs, so that it has samples in reloader's code: the
+        // controller is idle otherwise.
+        while !profiling.is_finished() {
+            reloader.get("/metrics").await.unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let (status, profile) = profiling.await.unwrap();
+        assert_eq!(status, 200, "{name}: {}", String::from_utf8_lossy(&profile));
+        // Where it rests once the answer is in: what was freed is given back (docs/monitoring.md).
+        let after = resting_rss(pid).await;
+        let (before_mib, after_mib) = (before as f64 / MIB as f64, after as f64 / MIB as f64);
+        eprintln!("profile {round} ({name}): RSS {before_mib:.1} MiB before, {after_mib:.1} MiB after");
+        eprintln!("  before: {resting}\n  after: {}", memory_breakdown(pid));
+        assert!(
+            after <= before + RSS_SLACK,
+            "{name}: RSS {before_mib:.1} MiB before the profile, {after_mib:.1} MiB after it ({})",
+            memory_breakdown(pid)
+        );
+        let path = dir.path().join(name);
+        std::fs::write(&path, &profile).unwrap();
+        let top = pprof_top(go, &path);
+        assert!(top.contains(OUR_CRATE), "{name}: no reloader function in go tool pprof -top:\n{top}");
+    }
+}

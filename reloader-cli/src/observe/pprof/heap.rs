@@ -44,7 +44,12 @@ pub(crate) async fn dump() -> Result<Vec<u8>, HeapProfileError> {
         let control = jemalloc_pprof::PROF_CTL.as_ref().ok_or(HeapProfileError::ProfilerOff)?;
         let mut control = control.clone().lock_owned().await;
         // Writes a temporary file and reads the binary's symbols: a blocking thread's work.
-        tokio::task::spawn_blocking(move || control.dump_pprof().map_err(HeapProfileError::Dump)).await?
+        tokio::task::spawn_blocking(move || {
+            let profile = control.dump_pprof().map_err(HeapProfileError::Dump);
+            super::release_profiling_memory();
+            profile
+        })
+        .await?
     }
     #[cfg(not(feature = "jemalloc"))]
     Err(HeapProfileError::Unsupported)
