@@ -208,24 +208,8 @@ mod tests {
 
 #[cfg(test)]
 mod log_tests {
-    use std::sync::{Arc, Mutex};
-
     use super::*;
-
-    /// What the subscriber wrote.
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Captured {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
+    use crate::observe::telemetry::Captured;
 
     struct Ignore;
 
@@ -263,7 +247,7 @@ mod log_tests {
             let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
             rt.block_on(index_watch("test", futures::stream::iter(events), Ignore, tx, &metrics.watches()));
         });
-        let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        let logs = captured.text();
         assert_eq!(logs.matches("the API response could not be decoded").count(), 2, "{logs}");
         assert!(!logs.contains(secret), "{logs}");
     }

@@ -855,6 +855,16 @@ fn write_fence(set: &Rendered) -> Check {
     ensure(text(&markers["expression"]).contains(pause), format!("the pause annotation {pause} may change"))
 }
 
+/// The controller container's volume mounts and the pod's volumes.
+fn mounts_and_volumes<'a>(set: &Rendered<'a>) -> (&'a [Value], &'a [Value]) {
+    let mounts = set.container["volumeMounts"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let volumes = set.deployment["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    (mounts, volumes)
+}
+
 fn role_namespaces(docs: &[Value], kind: &str, name: &str) -> Vec<String> {
     let mut namespaces: Vec<String> = find(docs, kind, Some(name), None)
         .iter()
@@ -976,11 +986,7 @@ fn webhook_generated(set: &Rendered) -> Check {
         secret["data"].as_object().into_iter().flatten().map(|(k, _)| k.as_str()).collect();
     ensure(keys == BTreeSet::from(["tls.crt", "tls.key", "ca.crt"]), "generated TLS Secret keys")?;
     ensure(hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"], "caBundle is the generated CA")?;
-    let mounts = set.container["volumeMounts"].as_array().map(Vec::as_slice).unwrap_or_default();
-    let volumes = set.deployment["spec"]["template"]["spec"]["volumes"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let (mounts, volumes) = mounts_and_volumes(set);
     ensure(
         mounts.iter().any(|m| m["mountPath"] == "/tls" && m["name"] == "webhook-tls")
             && volumes.iter().any(|v| {
@@ -1071,11 +1077,7 @@ fn webhook_client_ca(set: &Rendered) -> Check {
         ensure(rendered["data"][text(&ca["key"])] == CLIENT_CA_PEM, "the PEM bundle under its key")?;
         name
     };
-    let mounts = set.container["volumeMounts"].as_array().map(Vec::as_slice).unwrap_or_default();
-    let volumes = set.deployment["spec"]["template"]["spec"]["volumes"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let (mounts, volumes) = mounts_and_volumes(set);
     ensure(
         mounts.iter().any(|m| m["mountPath"] == "/client-ca" && m["name"] == "webhook-client-ca")
             && volumes

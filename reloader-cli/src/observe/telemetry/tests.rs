@@ -190,26 +190,7 @@ async fn spans_are_exported_to_a_local_otlp_receiver_on_shutdown() {
     assert!(body.windows(service.len()).any(|window| window == service), "service name missing");
 }
 
-/// What a test subscriber wrote, shared with its writer.
-#[derive(Clone, Default)]
-struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
-    }
-}
-
-impl std::io::Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+use super::Captured;
 
 /// Whether `dispatch` wants a span callsite at all (its `Interest`): "never" is what lets
 /// `info_span!` skip making the span. Asked of the dispatch itself, since a callsite's cached
