@@ -8,6 +8,9 @@ use reloader_core::options::NamespaceScope;
 
 #[derive(Clone, Debug)]
 pub(crate) struct ScopeFilter {
+    /// `Some` with `--namespaces`: the only namespaces in scope. The watches are namespaced
+    /// already; the admission webhook, which anyone may ask about any namespace, is not.
+    only: Option<Arc<HashSet<String>>>,
     ignored: Arc<HashSet<String>>,
     /// `Some` when a namespace selector is set: the namespaces whose labels match it now.
     selected: Option<Arc<RwLock<HashSet<String>>>>,
@@ -17,16 +20,22 @@ impl ScopeFilter {
     pub(crate) fn new(scope: &NamespaceScope) -> Self {
         match scope {
             NamespaceScope::All { ignore, selector } => ScopeFilter {
+                only: None,
                 ignored: Arc::new(ignore.iter().cloned().collect()),
                 selected: selector.as_ref().map(|_| Arc::default()),
             },
-            // Watches are namespaced already; nothing to filter.
-            NamespaceScope::Only(_) => ScopeFilter { ignored: Arc::default(), selected: None },
+            NamespaceScope::Only(namespaces) => ScopeFilter {
+                only: Some(Arc::new(namespaces.iter().cloned().collect())),
+                ignored: Arc::default(),
+                selected: None,
+            },
         }
     }
 
     pub(crate) fn contains(&self, namespace: &str) -> bool {
-        if self.ignored.contains(namespace) {
+        if self.only.as_ref().is_some_and(|only| !only.contains(namespace))
+            || self.ignored.contains(namespace)
+        {
             return false;
         }
         match &self.selected {
@@ -77,9 +86,10 @@ mod tests {
             (all(&[], true), &["default"], "other", false),
             (all(&["default"], true), &["default"], "default", false),
             (only.clone(), &[], "a", true),
-            // The namespaced watches never deliver other namespaces.
-            (only.clone(), &[], "b", true),
-            (only, &["b"], "b", true),
+            // The namespaced watches never deliver other namespaces, but the webhook can be
+            // asked about any.
+            (only.clone(), &[], "b", false),
+            (only, &["b"], "b", false),
         ];
         for (scope, selected, namespace, expected) in cases {
             let filter = ScopeFilter::new(scope);
