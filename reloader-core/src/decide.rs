@@ -9,7 +9,10 @@ mod problems;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use explicit::{ExplicitEntry, explicit_entries, list_matches};
+pub(crate) use explicit::{ExplicitEntry, explicit_entries};
+pub use explicit::{
+    ExplicitList, MAX_LIST_PATTERNS, PATTERNS_DFA_SIZE_LIMIT, PATTERNS_SIZE_LIMIT, PatternLimit,
+};
 pub use problems::{AnnotationProblem, AnnotationSource, annotation_problems};
 
 use crate::annotations::{ReloadAnnotations, kind_index, parse_go_bool, split_list};
@@ -277,7 +280,7 @@ fn select_rule(
     }
     let rules = effective_rules(workload, key.kind);
     let slot = kind_index(key.kind);
-    if rules.explicit[slot].as_deref().is_some_and(|list| list_matches(list, &key.name)) {
+    if rules.explicit[slot].as_ref().is_some_and(|list| list.matches(&key.name)) {
         return Ok(Rule::Explicit);
     }
     let referenced = references_resource(&workload.references, key.kind, &key.name);
