@@ -2,7 +2,13 @@
 
 use std::collections::BTreeMap;
 
-use crate::decide::ExplicitList;
+mod explicit;
+
+pub use explicit::{
+    ExplicitList, MAX_LIST_PATTERNS, PATTERNS_DFA_SIZE_LIMIT, PATTERNS_SIZE_LIMIT, PatternLimit,
+};
+pub(crate) use explicit::{ExplicitEntry, explicit_entries};
+
 use crate::model::ResourceKind;
 
 /// Keys of every annotation reloader reads or writes. Defaults are Stakater's; each is a flag.
@@ -103,8 +109,8 @@ impl AnnotationKeys {
 pub struct ReloadAnnotations {
     pub auto: Option<Box<str>>,
     pub(crate) search: Option<Box<str>>,
-    /// Indexed by [`kind_index`]: ConfigMap, Secret, SecretProviderClass. Compiled here, when
-    /// the view is built (docs/architecture.md, "Explicit lists").
+    /// Indexed by [`kind_index`]: ConfigMap, Secret, SecretProviderClass. Their patterns are
+    /// compiled here, when the view is built, never when a decision is made.
     pub(crate) explicit: [Option<ExplicitList>; 3],
     pub(crate) typed_auto: [Option<Box<str>>; 3],
     pub(crate) exclude: [Option<Box<str>>; 3],

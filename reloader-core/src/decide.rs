@@ -4,15 +4,11 @@
 //! container"; [`plan`] turns a yes into the marker change for an event and drops changes the
 //! workload already carries, which is what makes replays, resyncs and restarts write nothing.
 
-mod explicit;
 mod problems;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use explicit::{ExplicitEntry, explicit_entries};
-pub use explicit::{
-    ExplicitList, MAX_LIST_PATTERNS, PATTERNS_DFA_SIZE_LIMIT, PATTERNS_SIZE_LIMIT, PatternLimit,
-};
+pub(crate) use crate::annotations::{ExplicitEntry, explicit_entries};
 pub use problems::{AnnotationProblem, AnnotationSource, annotation_problems};
 
 use crate::annotations::{ReloadAnnotations, kind_index, parse_go_bool, split_list};

@@ -4,8 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use super::explicit::{ExplicitEntry, PatternLimit, explicit_entries};
-use crate::annotations::{AnnotationKeys, ReloadAnnotations, kind_index};
+use crate::annotations::{
+    AnnotationKeys, ExplicitEntry, PatternLimit, ReloadAnnotations, explicit_entries, kind_index,
+};
 use crate::duration::{DurationError, parse_pause_period};
 use crate::keys::{KeyFilterError, filter_annotation, parse_key_filter};
 use crate::model::{ResourceKind, WorkloadKind};

@@ -111,7 +111,7 @@ fn problems() {
 
 /// One pattern more than `MAX_LIST_PATTERNS`, then a plain name.
 fn too_many_patterns() -> String {
-    let patterns = (0..=crate::decide::MAX_LIST_PATTERNS).map(|i| format!("app-{i}-.*"));
+    let patterns = (0..=crate::annotations::MAX_LIST_PATTERNS).map(|i| format!("app-{i}-.*"));
     patterns.chain(["plain".to_owned()]).collect::<Vec<_>>().join(",")
 }
 

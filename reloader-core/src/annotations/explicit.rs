@@ -3,8 +3,9 @@
 //! Every entry is matched as the regular expression `^entry$` (docs/compatibility.md §3). Most entries are
 //! plain names, for which that is plain equality: those never touch the regex engine and the
 //! index can file them under the name itself. The rest are patterns, compiled once into one
-//! bounded [`RegexSet`] when the workload's view is built ([`ExplicitList::parse`]), never while
-//! a decision is made (docs/architecture.md, "Explicit lists").
+//! bounded [`RegexSet`] when the workload's view is built ([`ExplicitList::parse`], called by
+//! [`ReloadAnnotations::from_map`](super::ReloadAnnotations)), never while a decision is made,
+//! so never under the index lock.
 
 use std::fmt;
 use std::ops::Deref;
@@ -12,7 +13,7 @@ use std::sync::Arc;
 
 use regex::{RegexBuilder, RegexSet, RegexSetBuilder};
 
-use crate::annotations::split_list;
+use super::split_list;
 
 /// At most this many pattern entries in one list; a list with more is over the limit.
 pub const MAX_LIST_PATTERNS: usize = 1024;
