@@ -13,7 +13,7 @@ pub use problems::{AnnotationProblem, AnnotationSource, annotation_problems};
 
 use crate::annotations::{ReloadAnnotations, kind_index, parse_go_bool, split_list};
 use crate::hash::DELETE_MARKER_HASH;
-use crate::keys::{KeySelection, filtered_hash, key_selection};
+use crate::keys::{KeySelection, filtered_hash, resource_selection};
 use crate::markers::{MarkerAction, MarkerChange};
 use crate::model::{ContentHash, KeyDigests, ReloadStrategy, ResourceKind};
 use crate::references::{NoMarkerContainer, marker_container, references_resource};
@@ -211,14 +211,15 @@ pub(crate) fn plan_update(
         Decision::Reload { rule, container } => (rule, container),
         Decision::Skip(reason) => return Err(reason),
     };
-    let key = &resource.key;
-    let selection = key_selection(workload, key.kind, &key.name);
+    let selection = resource_selection(workload, resource);
     let hash = match &selection {
         KeySelection::Whole => resource.hash,
         keys => filtered_hash(&resource.keys, keys),
     };
+    // Digests omitted before (too many keys): the marker then recorded the whole hash, no
+    // comparison of keys can say the filtered ones are unchanged.
     if let (ResourceEventKind::Updated, KeySelection::Keys(_), Some(previous)) =
-        (event, &selection, previous_keys)
+        (event, &selection, previous_keys.filter(|previous| previous.kept()))
         && filtered_hash(previous, &selection) == hash
     {
         return Err(SkipReason::AlreadyCurrent);

@@ -31,7 +31,7 @@ use crate::decide::{
     AnnotationProblem, AnnotationSource, DecideOptions, Decision, ExplicitEntry, annotation_problems, decide,
     effective_rules, explicit_entries,
 };
-use crate::keys::{KeySelection, filter_annotation, key_selection, marker_hash, parse_key_filter};
+use crate::keys::{KeySelection, filter_annotation, marker_hash, parse_key_filter, resource_selection};
 use crate::model::{ContainerRef, ContentHash, RefVia, ResourceKey, ResourceKind};
 use crate::restart::{EvictionPolicy, PolicyError};
 use crate::timing::{HeldReload, LoopStop, Windows};
@@ -364,7 +364,7 @@ fn key_filter_summary(
         ResourceKind::ConfigMap => &keys.configmap_keys,
         _ => &keys.secret_keys,
     };
-    let selection = key_selection(view, kind, &resource.key.name);
+    let selection = resource_selection(view, resource);
     let patterns = match &selection {
         KeySelection::Whole => None,
         KeySelection::Keys(patterns) => Some(patterns.iter().map(|p| p.as_str().to_owned()).collect()),
