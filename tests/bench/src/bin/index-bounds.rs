@@ -82,7 +82,12 @@ async fn patterns(plane: &ControlPlane, args: &Args) -> anyhow::Result<()> {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
     deployments.create(&PostParams::default(), &deployment("web", &list.join(","))).await?;
 
-    let reloader = Reloader::builder(plane).arg(format!("--namespaces={namespace}")).start().await?;
+    // The loop guard would stop a workload reloaded this often: off, so every update counts.
+    let reloader = Reloader::builder(plane)
+        .arg(format!("--namespaces={namespace}"))
+        .arg("--loop-guard=off")
+        .start()
+        .await?;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let cpu_before = cpu(&reloader)?;
     let began = Instant::now();
