@@ -4,10 +4,10 @@ use std::collections::BTreeMap;
 
 mod explicit;
 
+pub(crate) use explicit::{ExplicitEntry, explicit_entries};
 pub use explicit::{
     ExplicitList, MAX_LIST_PATTERNS, PATTERNS_DFA_SIZE_LIMIT, PATTERNS_SIZE_LIMIT, PatternLimit,
 };
-pub(crate) use explicit::{ExplicitEntry, explicit_entries};
 
 use crate::model::ResourceKind;
 
