@@ -2,6 +2,13 @@
 
 use std::collections::BTreeMap;
 
+mod explicit;
+
+pub(crate) use explicit::{ExplicitEntry, explicit_entries};
+pub use explicit::{
+    ExplicitList, MAX_LIST_PATTERNS, PATTERNS_DFA_SIZE_LIMIT, PATTERNS_SIZE_LIMIT, PatternLimit,
+};
+
 use crate::model::ResourceKind;
 
 /// Keys of every annotation reloader reads or writes. Defaults are Stakater's; each is a flag.
@@ -102,8 +109,9 @@ impl AnnotationKeys {
 pub struct ReloadAnnotations {
     pub auto: Option<Box<str>>,
     pub(crate) search: Option<Box<str>>,
-    /// Indexed by [`kind_index`]: ConfigMap, Secret, SecretProviderClass.
-    pub(crate) explicit: [Option<Box<str>>; 3],
+    /// Indexed by [`kind_index`]: ConfigMap, Secret, SecretProviderClass. Their patterns are
+    /// compiled here, when the view is built, never when a decision is made.
+    pub(crate) explicit: [Option<ExplicitList>; 3],
     pub(crate) typed_auto: [Option<Box<str>>; 3],
     pub(crate) exclude: [Option<Box<str>>; 3],
 }
@@ -126,7 +134,7 @@ impl ReloadAnnotations {
         ReloadAnnotations {
             auto: get(&keys.auto),
             search: get(&keys.search),
-            explicit: KINDS.map(|k| get(keys.explicit(k))),
+            explicit: KINDS.map(|k| map.get(keys.explicit(k)).map(|v| ExplicitList::parse(v))),
             typed_auto: KINDS.map(|k| get(keys.typed_auto(k))),
             exclude: KINDS.map(|k| get(keys.exclude(k))),
         }

@@ -4,17 +4,16 @@
 //! container"; [`plan`] turns a yes into the marker change for an event and drops changes the
 //! workload already carries, which is what makes replays, resyncs and restarts write nothing.
 
-mod explicit;
 mod problems;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use explicit::{ExplicitEntry, explicit_entries, list_matches};
+pub(crate) use crate::annotations::{ExplicitEntry, explicit_entries};
 pub use problems::{AnnotationProblem, AnnotationSource, annotation_problems};
 
 use crate::annotations::{ReloadAnnotations, kind_index, parse_go_bool, split_list};
 use crate::hash::DELETE_MARKER_HASH;
-use crate::keys::{KeySelection, filtered_hash, key_selection};
+use crate::keys::{KeySelection, filtered_hash, resource_selection};
 use crate::markers::{MarkerAction, MarkerChange};
 use crate::model::{ContentHash, KeyDigests, ReloadStrategy, ResourceKind};
 use crate::references::{NoMarkerContainer, marker_container, references_resource};
@@ -212,14 +211,15 @@ pub(crate) fn plan_update(
         Decision::Reload { rule, container } => (rule, container),
         Decision::Skip(reason) => return Err(reason),
     };
-    let key = &resource.key;
-    let selection = key_selection(workload, key.kind, &key.name);
+    let selection = resource_selection(workload, resource);
     let hash = match &selection {
         KeySelection::Whole => resource.hash,
         keys => filtered_hash(&resource.keys, keys),
     };
+    // Digests omitted before (too many keys): the marker then recorded the whole hash, no
+    // comparison of keys can say the filtered ones are unchanged.
     if let (ResourceEventKind::Updated, KeySelection::Keys(_), Some(previous)) =
-        (event, &selection, previous_keys)
+        (event, &selection, previous_keys.filter(|previous| previous.kept()))
         && filtered_hash(previous, &selection) == hash
     {
         return Err(SkipReason::AlreadyCurrent);
@@ -277,7 +277,7 @@ fn select_rule(
     }
     let rules = effective_rules(workload, key.kind);
     let slot = kind_index(key.kind);
-    if rules.explicit[slot].as_deref().is_some_and(|list| list_matches(list, &key.name)) {
+    if rules.explicit[slot].as_ref().is_some_and(|list| list.matches(&key.name)) {
         return Ok(Rule::Explicit);
     }
     let referenced = references_resource(&workload.references, key.kind, &key.name);

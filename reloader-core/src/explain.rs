@@ -31,7 +31,7 @@ use crate::decide::{
     AnnotationProblem, AnnotationSource, DecideOptions, Decision, ExplicitEntry, annotation_problems, decide,
     effective_rules, explicit_entries,
 };
-use crate::keys::{KeySelection, filter_annotation, key_selection, marker_hash, parse_key_filter};
+use crate::keys::{KeySelection, filter_annotation, marker_hash, parse_key_filter, resource_selection};
 use crate::model::{ContainerRef, ContentHash, RefVia, ResourceKey, ResourceKind};
 use crate::restart::{EvictionPolicy, PolicyError};
 use crate::timing::{HeldReload, LoopStop, Windows};
@@ -238,33 +238,42 @@ fn related_resources(
         let of_kind =
             || resources.iter().filter(move |r| r.key.kind == kind && &*r.key.namespace == namespace);
         let rules = effective_rules(view, kind);
-        if let Some(list) = rules.explicit[kind_index(kind)].as_deref() {
-            for entry in explicit_entries(list) {
-                match entry {
-                    ExplicitEntry::Name(name) => {
-                        wanted.insert(ResourceKey::new(kind, namespace, name));
-                    }
-                    ExplicitEntry::Pattern(pattern) => {
-                        let mut matches: Vec<String> = of_kind()
-                            .filter(|r| entry.matches(&r.key.name))
-                            .map(|r| r.key.name.to_string())
-                            .collect();
-                        matches.sort();
-                        wanted.extend(matches.iter().map(|name| ResourceKey::new(kind, namespace, name)));
-                        let source = source_of(view, kind);
-                        patterns.push(PatternSummary {
-                            kind: kind.to_string(),
-                            annotation: keys.explicit(kind).to_owned(),
-                            source: source_label(source).to_owned(),
-                            pattern: pattern.to_owned(),
-                            valid: !problems.iter().any(|p| {
-                                matches!(p, AnnotationProblem::InvalidEntry { source: s, entry, .. }
-                                    if *s == source && &**entry == pattern)
-                            }),
-                            matches,
-                        });
-                    }
+        if let Some(list) = &rules.explicit[kind_index(kind)] {
+            // Per pattern position, the names it selects: one pass of the compiled list per resource.
+            let mut selected: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+            for resource in of_kind() {
+                for position in list.matching_patterns(&resource.key.name) {
+                    selected.entry(position).or_default().push(resource.key.name.to_string());
                 }
+            }
+            let patterns_in_list = explicit_entries(list).filter(|e| matches!(e, ExplicitEntry::Pattern(_)));
+            for entry in explicit_entries(list) {
+                if let ExplicitEntry::Name(name) = entry {
+                    wanted.insert(ResourceKey::new(kind, namespace, name));
+                }
+            }
+            for (position, entry) in patterns_in_list.enumerate() {
+                let pattern = entry.as_str();
+                let mut matches = selected.remove(&position).unwrap_or_default();
+                matches.sort();
+                wanted.extend(matches.iter().map(|name| ResourceKey::new(kind, namespace, name)));
+                let source = source_of(view, kind);
+                patterns.push(PatternSummary {
+                    kind: kind.to_string(),
+                    annotation: keys.explicit(kind).to_owned(),
+                    source: source_label(source).to_owned(),
+                    pattern: pattern.to_owned(),
+                    valid: !problems.iter().any(|p| match p {
+                        AnnotationProblem::InvalidEntry { source: s, entry, .. } => {
+                            *s == source && &**entry == pattern
+                        }
+                        AnnotationProblem::PatternsOverLimit { source: s, key, .. } => {
+                            *s == source && **key == *keys.explicit(kind)
+                        }
+                        _ => false,
+                    }),
+                    matches,
+                });
             }
         }
         if rules.search.as_deref() == Some("true") {
@@ -355,7 +364,7 @@ fn key_filter_summary(
         ResourceKind::ConfigMap => &keys.configmap_keys,
         _ => &keys.secret_keys,
     };
-    let selection = key_selection(view, kind, &resource.key.name);
+    let selection = resource_selection(view, resource);
     let patterns = match &selection {
         KeySelection::Whole => None,
         KeySelection::Keys(patterns) => Some(patterns.iter().map(|p| p.as_str().to_owned()).collect()),
@@ -407,18 +416,18 @@ fn workload_annotations(view: &WorkloadView, keys: &AnnotationKeys) -> BTreeMap<
 
 fn raw_annotations(rules: &ReloadAnnotations, keys: &AnnotationKeys) -> BTreeMap<String, String> {
     let mut map = BTreeMap::new();
-    let mut put = |key: &str, value: &Option<Box<str>>| {
+    let mut put = |key: &str, value: Option<&str>| {
         if let Some(value) = value {
             map.insert(key.to_owned(), value.to_string());
         }
     };
-    put(&keys.auto, &rules.auto);
-    put(&keys.search, &rules.search);
+    put(&keys.auto, rules.auto.as_deref());
+    put(&keys.search, rules.search.as_deref());
     for kind in KINDS {
         let slot = kind_index(kind);
-        put(keys.explicit(kind), &rules.explicit[slot]);
-        put(keys.typed_auto(kind), &rules.typed_auto[slot]);
-        put(keys.exclude(kind), &rules.exclude[slot]);
+        put(keys.explicit(kind), rules.explicit[slot].as_deref());
+        put(keys.typed_auto(kind), rules.typed_auto[slot].as_deref());
+        put(keys.exclude(kind), rules.exclude[slot].as_deref());
     }
     map
 }

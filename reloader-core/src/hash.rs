@@ -5,7 +5,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use sha1::{Digest, Sha1};
 
-use crate::model::{ContentHash, KeyDigests};
+use crate::model::{ContentHash, KeyDigests, MAX_KEY_DIGESTS};
 
 /// SHA-1 of `__RELOADER_EMPTY_DELETE_MARKER__`: the annotation-strategy marker of a deleted resource.
 pub const DELETE_MARKER_HASH: ContentHash = ContentHash([
@@ -56,7 +56,7 @@ pub fn secret_hash<'a>(data: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> C
 
 /// ConfigMap: its hash ([`configmap_hash`]) and, key by key, the SHA-1 of each entry that hash
 /// reads (docs/beyond-stakater.md §10), from one pass over the data: every listed object needs
-/// both.
+/// both. Over [`MAX_KEY_DIGESTS`] keys, no per-key digest is computed or kept.
 pub fn configmap_hashes<'a>(
     data: impl IntoIterator<Item = (&'a str, &'a str)>,
     binary_data: impl IntoIterator<Item = (&'a str, &'a [u8])>,
@@ -73,6 +73,11 @@ pub fn secret_hashes<'a>(data: impl IntoIterator<Item = (&'a str, &'a [u8])>) ->
 }
 
 fn hashes_of(entries: Vec<(&str, Vec<u8>)>) -> (ContentHash, KeyDigests) {
+    if entries.len() > MAX_KEY_DIGESTS {
+        // Too many keys to keep a digest of each (bounded index memory): the whole hash only.
+        let keys = entries.len();
+        return (hash_entries(entries.into_iter().map(|(_, e)| e).collect()), KeyDigests::omitted(keys));
+    }
     let digests: Vec<(Box<str>, ContentHash)> = entries.iter().map(|(k, e)| ((*k).into(), sha1(e))).collect();
     let hash = match digests.as_slice() {
         // One entry is hashed alone, nothing joined: the whole hash is its digest.

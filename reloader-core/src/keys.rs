@@ -21,7 +21,8 @@
 //! the selected keys, joined by `;`, each digest the SHA-1 of the entry Stakater's hash reads for
 //! that key (`k=v`, `k=<base64>` for `binaryData`, `k=<decoded bytes>` for Secrets). The index
 //! keeps those per-key digests ([`KeyDigests`]), never values, so it can hash any selection
-//! without the data. The same hash goes into env-var and annotation markers.
+//! without the data; for an object of more than [`MAX_KEY_DIGESTS`](crate::model::MAX_KEY_DIGESTS) keys it keeps none, and a
+//! filter hashes that object whole ([`resource_selection`]). The same hash goes into env-var and annotation markers.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -205,6 +206,16 @@ pub fn key_selection(workload: &WorkloadView, kind: ResourceKind, name: &str) ->
     }
 }
 
+/// What `workload` hashes of `resource`: [`key_selection`], but the whole object when the
+/// resource kept no per-key digests (more than [`MAX_KEY_DIGESTS`](crate::model::MAX_KEY_DIGESTS) keys): any change of such an
+/// object then counts as a change of the filtered keys, so a reload is never missed.
+pub fn resource_selection(workload: &WorkloadView, resource: &ResourceView) -> KeySelection {
+    if !resource.keys.kept() {
+        return KeySelection::Whole;
+    }
+    key_selection(workload, resource.key.kind, &resource.key.name)
+}
+
 /// SHA-1 over the sorted hex digests of the selected keys, joined by `;`.
 pub fn filtered_hash(digests: &KeyDigests, selection: &KeySelection) -> ContentHash {
     let mut hexes: Vec<String> = selected(digests, selection).map(|(_, d)| d.to_hex()).collect();
@@ -215,7 +226,7 @@ pub fn filtered_hash(digests: &KeyDigests, selection: &KeySelection) -> ContentH
 /// The hash `workload`'s marker records for `resource`: Stakater's whole-object hash unless a
 /// valid key filter selects some keys.
 pub fn marker_hash(workload: &WorkloadView, resource: &ResourceView) -> ContentHash {
-    match key_selection(workload, resource.key.kind, &resource.key.name) {
+    match resource_selection(workload, resource) {
         KeySelection::Whole => resource.hash,
         selection => filtered_hash(&resource.keys, &selection),
     }

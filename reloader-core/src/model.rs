@@ -359,23 +359,59 @@ impl ReloadStrategy {
     }
 }
 
-/// Per-key digests of a ConfigMap/Secret, sorted by key: what a filter hashes.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct KeyDigests(Box<[(Box<str>, ContentHash)]>);
+/// Objects with more keys than this keep no per-key digests: a key filter then hashes the whole
+/// object, so any change of it counts as a change of the filtered keys (docs/beyond-stakater.md
+/// §10). Bounds what the index keeps per object to about 1,024 × (56 bytes + key length).
+pub const MAX_KEY_DIGESTS: usize = 1024;
+
+/// Per-key digests of a ConfigMap/Secret, sorted by key: what a filter hashes. None are kept for
+/// an object of more than [`MAX_KEY_DIGESTS`] keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyDigests(Digests);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Digests {
+    Kept(Box<[(Box<str>, ContentHash)]>),
+    /// Over the limit: only the number of keys.
+    Omitted {
+        keys: usize,
+    },
+}
+
+impl Default for KeyDigests {
+    fn default() -> Self {
+        KeyDigests(Digests::Kept(Box::default()))
+    }
+}
 
 impl KeyDigests {
     /// From `(key, digest)` pairs in any order.
     pub fn new(mut digests: Vec<(Box<str>, ContentHash)>) -> Self {
         digests.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        KeyDigests(digests.into_boxed_slice())
+        KeyDigests(Digests::Kept(digests.into_boxed_slice()))
     }
 
+    /// The digests of an object of `keys` keys, more than [`MAX_KEY_DIGESTS`]: none kept.
+    pub fn omitted(keys: usize) -> Self {
+        KeyDigests(Digests::Omitted { keys })
+    }
+
+    /// False for an object over [`MAX_KEY_DIGESTS`] keys, whose digests were not kept.
+    pub fn kept(&self) -> bool {
+        matches!(self.0, Digests::Kept(_))
+    }
+
+    /// The keys whose digests are kept (none over the limit).
     pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().map(|(k, _)| &**k)
+        self.entries().iter().map(|(k, _)| &**k)
     }
 
+    /// The kept digests (empty over the limit).
     pub(crate) fn entries(&self) -> &[(Box<str>, ContentHash)] {
-        &self.0
+        match &self.0 {
+            Digests::Kept(digests) => digests,
+            Digests::Omitted { .. } => &[],
+        }
     }
 }
 

@@ -4,8 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use super::explicit::{ExplicitEntry, compile, explicit_entries, short_regex_error};
-use crate::annotations::{AnnotationKeys, ReloadAnnotations, kind_index};
+use crate::annotations::{
+    AnnotationKeys, ExplicitEntry, PatternLimit, ReloadAnnotations, explicit_entries, kind_index,
+};
 use crate::duration::{DurationError, parse_pause_period};
 use crate::keys::{KeyFilterError, filter_annotation, parse_key_filter};
 use crate::model::{ResourceKind, WorkloadKind};
@@ -36,6 +37,9 @@ impl AnnotationSource {
 pub enum AnnotationProblem {
     /// An explicit-list entry that is not a valid regular expression; it selects nothing.
     InvalidEntry { key: Box<str>, source: AnnotationSource, entry: Box<str>, reason: String },
+    /// An explicit list whose patterns exceed a limit (docs/compatibility.md §3): none of them
+    /// selects anything, as if each were invalid; the list's plain names still apply.
+    PatternsOverLimit { key: Box<str>, source: AnnotationSource, limit: PatternLimit },
     /// Resources of one kind, used or listed by the workload, whose env-var markers have the
     /// same name: under the env-vars strategy each one's marker overwrites the other's.
     EnvVarCollision { kind: ResourceKind, env_var: Box<str>, names: Vec<Box<str>> },
@@ -55,6 +59,11 @@ impl fmt::Display for AnnotationProblem {
                 f,
                 "annotation {key} on {}: entry {entry:?} is not a valid regular expression ({reason}); \
                  it is ignored, the other entries still apply",
+                source.describe()
+            ),
+            AnnotationProblem::PatternsOverLimit { key, source, limit } => write!(
+                f,
+                "annotation {key} on {}: {limit}; its patterns are ignored, its plain names still apply",
                 source.describe()
             ),
             AnnotationProblem::EnvVarCollision { kind, env_var, names } => {
@@ -87,8 +96,9 @@ impl fmt::Display for AnnotationProblem {
     }
 }
 
-/// Every problem in the reloader annotations of `view`, in a stable order: invalid entries
-/// (metadata before template, ConfigMap before Secret before SecretProviderClass, list order),
+/// Every problem in the reloader annotations of `view`, in a stable order: invalid entries and
+/// lists over a limit (metadata before template, ConfigMap before Secret before
+/// SecretProviderClass, list order),
 /// then env-var collisions by kind and env-var name, then an invalid pause period, then invalid
 /// key filters (ConfigMap before Secret), then invalid timing annotations.
 pub fn annotation_problems(view: &WorkloadView, keys: &AnnotationKeys) -> Vec<AnnotationProblem> {
@@ -99,17 +109,18 @@ pub fn annotation_problems(view: &WorkloadView, keys: &AnnotationKeys) -> Vec<An
     let mut problems = Vec::new();
     for (source, rules) in sources {
         for kind in KINDS {
-            let Some(list) = rules.explicit[kind_index(kind)].as_deref() else { continue };
-            for entry in explicit_entries(list) {
-                let ExplicitEntry::Pattern(pattern) = entry else { continue };
-                if let Err(error) = compile(pattern) {
-                    problems.push(AnnotationProblem::InvalidEntry {
-                        key: keys.explicit(kind).into(),
-                        source,
-                        entry: pattern.into(),
-                        reason: short_regex_error(&error),
-                    });
-                }
+            let Some(list) = &rules.explicit[kind_index(kind)] else { continue };
+            // Compiled with the view: reporting compiles nothing.
+            let Some(patterns) = list.patterns() else { continue };
+            let key: Box<str> = keys.explicit(kind).into();
+            problems.extend(patterns.invalid.iter().map(|invalid| AnnotationProblem::InvalidEntry {
+                key: key.clone(),
+                source,
+                entry: invalid.entry.clone(),
+                reason: invalid.reason.clone(),
+            }));
+            if let Some(limit) = patterns.over_limit {
+                problems.push(AnnotationProblem::PatternsOverLimit { key, source, limit });
             }
         }
     }

@@ -4,7 +4,7 @@
 
 use super::{ExplainSettings, RulesInEffect, rules_in_effect};
 use crate::annotations::{AnnotationKeys, kind_index, parse_go_bool, split_list};
-use crate::decide::{Rule, SkipReason, effective_rules, explicit_entries};
+use crate::decide::{Rule, SkipReason, effective_rules};
 use crate::duration::parse_pause_period;
 use crate::model::{ReloadStrategy, ResourceKey, ResourceKind, WorkloadKind};
 use crate::naming::env_var_name;
@@ -32,9 +32,8 @@ pub(super) fn rule(
     let value = |v: &Option<Box<str>>| v.as_deref().unwrap_or_default().to_owned();
     match rule {
         Rule::Explicit => {
-            let list = rules.explicit[kind_index(kind)].as_deref().unwrap_or_default();
-            let entry = explicit_entries(list).find(|e| e.matches(&resource.key.name));
-            match entry.map(|e| e.as_str()) {
+            let list = rules.explicit[kind_index(kind)].as_ref();
+            match list.and_then(|list| list.matching_entry(&resource.key.name)) {
                 Some(entry) if entry != &*resource.key.name => {
                     format!("the pattern \"{entry}\" in {} {at} matches its name", keys.explicit(kind))
                 }

@@ -309,3 +309,105 @@ fn invalid_filters_are_annotation_problems() {
         assert_eq!(found, invalid, "{key}={value:?}: {problems:?}");
     }
 }
+
+/// docs/beyond-stakater.md §10, bounded memory: an object of more than `MAX_KEY_DIGESTS` keys
+/// keeps no per-key digests, and a filter on it hashes it whole, so a change of any of its keys
+/// reloads (never a missed reload; an unlisted key's change is one reload too many). At the limit
+/// the filter works as everywhere else; crossing the limit either way reloads once.
+#[test]
+fn objects_with_too_many_keys_are_hashed_whole() {
+    use crate::model::MAX_KEY_DIGESTS;
+    let workload = deployment("web")
+        .annotate(CM_KEYS, "app=db.url")
+        .annotate(AUTO, "true")
+        .uses_cm("app", "app", RefVia::EnvFrom)
+        .view();
+    // `keys` keys: db.url, then noise keys, one of which holds `noise`.
+    let object = |keys: usize, url: &str, noise: &str| {
+        let names: Vec<String> = (1..keys).map(|i| format!("k{i}")).collect();
+        let mut data: Vec<(&str, &str)> = vec![("db.url", url)];
+        data.extend(names.iter().enumerate().map(|(i, k)| (k.as_str(), if i == 0 { noise } else { "v" })));
+        cm_with(&data)
+    };
+    let opts = DecideOptions::default();
+    let update = |now: &ResourceView, before: &ResourceView| {
+        let event = ResourceEventKind::Updated;
+        plan_update(&workload, now, Some(&before.keys), event, &opts, ViewMarkers::Settled)
+            .map(|planned| planned.change.action)
+    };
+    struct Case {
+        name: &'static str,
+        before: ResourceView,
+        now: ResourceView,
+        /// `Some(hash)`: reloads recording it; `None`: skipped as already current.
+        records: Option<ContentHash>,
+    }
+    let (wide, at_limit) = (MAX_KEY_DIGESTS + 1, MAX_KEY_DIGESTS);
+    let cases = [
+        Case {
+            name: "over the limit, an unlisted key changes: reloads with the whole hash",
+            before: object(wide, "u", "1"),
+            now: object(wide, "u", "2"),
+            records: Some(object(wide, "u", "2").hash),
+        },
+        Case {
+            name: "over the limit, the listed key changes: reloads with the whole hash",
+            before: object(wide, "u", "1"),
+            now: object(wide, "v", "1"),
+            records: Some(object(wide, "v", "1").hash),
+        },
+        Case {
+            name: "at the limit, an unlisted key changes: nothing to do",
+            before: object(at_limit, "u", "1"),
+            now: object(at_limit, "u", "2"),
+            records: None,
+        },
+        Case {
+            name: "at the limit, the listed key changes: reloads with the filtered hash",
+            before: object(at_limit, "u", "1"),
+            now: object(at_limit, "v", "1"),
+            records: Some(sha1(sha1(b"db.url=v").to_hex().as_bytes())),
+        },
+        Case {
+            name: "shrinking below the limit: the filtered hash replaces the whole one",
+            before: object(wide, "u", "1"),
+            now: object(at_limit, "u", "1"),
+            records: Some(sha1(sha1(b"db.url=u").to_hex().as_bytes())),
+        },
+        Case {
+            name: "growing over the limit: the whole hash replaces the filtered one",
+            before: object(at_limit, "u", "1"),
+            now: object(wide, "u", "1"),
+            records: Some(object(wide, "u", "1").hash),
+        },
+    ];
+    for case in cases {
+        let want = case.records.map(MarkerAction::Set).ok_or(SkipReason::AlreadyCurrent);
+        assert_eq!(update(&case.now, &case.before), want, "{}", case.name);
+        if let Some(hash) = case.records {
+            assert_eq!(marker_hash(&workload, &case.now), hash, "{}", case.name);
+        }
+    }
+    assert!(object(at_limit, "u", "1").keys.kept());
+    let wide = object(wide, "u", "1");
+    assert!(!wide.keys.kept() && wide.keys.keys().next().is_none());
+    // Still Stakater's whole hash.
+    let data = wide_data(MAX_KEY_DIGESTS + 1);
+    assert_eq!(
+        wide.hash,
+        crate::hash::configmap_hash(data.iter().map(|(k, v)| (k.as_str(), v.as_str())), [])
+    );
+}
+
+/// The data `objects_with_too_many_keys_are_hashed_whole` builds with url "u" and noise "1".
+fn wide_data(keys: usize) -> Vec<(String, String)> {
+    let mut data = vec![("db.url".to_owned(), "u".to_owned())];
+    data.extend((1..keys).map(|i| (format!("k{i}"), if i == 1 { "1" } else { "v" }.to_owned())));
+    data
+}
+
+/// Omitting the digests costs nothing in the view: the same two words either way.
+#[test]
+fn key_digests_are_two_words() {
+    assert_eq!(size_of::<KeyDigests>(), 2 * size_of::<usize>());
+}

@@ -39,6 +39,14 @@ fn problems() {
             ],
         },
         ProblemCase {
+            name: "a list with more patterns than the limit",
+            workload: deployment("web").annotate_template(CM_RELOAD, &too_many_patterns()),
+            want: vec![
+                "annotation configmap.reloader.stakater.com/reload on the pod template: 1025 pattern entries, \
+                 more than the limit of 1024; its patterns are ignored, its plain names still apply",
+            ],
+        },
+        ProblemCase {
             name: "referenced names sharing an env var",
             workload: deployment("web")
                 .uses_cm("app", "my-cm", EnvFrom)
@@ -99,6 +107,25 @@ fn problems() {
             .collect();
         assert_eq!(got, case.want, "{}", case.name);
     }
+}
+
+/// One pattern more than `MAX_LIST_PATTERNS`, then a plain name.
+fn too_many_patterns() -> String {
+    let patterns = (0..=crate::annotations::MAX_LIST_PATTERNS).map(|i| format!("app-{i}-.*"));
+    patterns.chain(["plain".to_owned()]).collect::<Vec<_>>().join(",")
+}
+
+/// A list over the limit selects by none of its patterns, as if each were invalid
+/// (docs/compatibility.md §3); its plain names still apply.
+#[test]
+fn lists_over_the_limit_select_by_plain_names_only() {
+    let workload = deployment("web").annotate(CM_RELOAD, &too_many_patterns()).view();
+    let opts = DecideOptions::default();
+    let reloads = |name: &str| matches!(decide(&workload, &cm(name), &opts), Decision::Reload { .. });
+    assert!(reloads("plain"));
+    assert!(!reloads("app-1-x"));
+    let within = deployment("web").annotate(CM_RELOAD, "app-1-.*, plain").view();
+    assert!(matches!(decide(&within, &cm("app-1-x"), &opts), Decision::Reload { rule: Rule::Explicit, .. }));
 }
 
 #[test]

@@ -41,7 +41,7 @@ fn name() -> impl Strategy<Value = String> {
 proptest! {
     #[test]
     fn never_panics_on_any_list_or_name(list in any::<String>(), name in any::<String>()) {
-        let _ = list_matches(&list, &name);
+        let _ = ExplicitList::parse(&list).matches(&name);
         for entry in explicit_entries(&list) {
             prop_assert!(!entry.as_str().is_empty() && !entry.as_str().contains(','));
             prop_assert_eq!(entry.as_str(), entry.as_str().trim());
@@ -51,7 +51,7 @@ proptest! {
     /// A list selects a name exactly when Stakater's regex reading says so.
     #[test]
     fn lists_match_as_their_regexes_say(list in list(), name in name()) {
-        prop_assert_eq!(list_matches(&list, &name), model(&list, &name), "{:?} on {:?}", list, name);
+        prop_assert_eq!(ExplicitList::parse(&list).matches(&name), model(&list, &name), "{:?} on {:?}", list, name);
     }
 
     /// The fast path: an entry classified as a plain name compiles, and its regex matches that
@@ -87,10 +87,10 @@ proptest! {
         entries.insert(position.index(noise.len() + 1), case.entry);
         let list = entries.join(",");
         for name in case.matching {
-            prop_assert!(list_matches(&list, name), "{:?} should select {}", list, name);
+            prop_assert!(ExplicitList::parse(&list).matches(name), "{:?} should select {}", list, name);
         }
         for name in case.not_matching {
-            prop_assert!(!list_matches(&list, name), "{:?} should not select {}", list, name);
+            prop_assert!(!ExplicitList::parse(&list).matches(name), "{:?} should not select {}", list, name);
         }
         let plain = explicit_entries(&list).any(|e| matches!(e, ExplicitEntry::Name(n) if n == case.entry));
         prop_assert_eq!(plain, case.plain);
