@@ -19,6 +19,7 @@ use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind, Status};
 use kube::{Client, Resource};
+use reloader_core::annotations::AnnotationKeys;
 use reloader_core::custom_kind::{CustomKind, PodTarget};
 use reloader_core::model::{WorkloadKey, WorkloadKind};
 use reloader_core::options::Options;
@@ -26,10 +27,12 @@ use reloader_core::skeleton::Skeleton;
 use reloader_core::workload::{PatchKind, Precondition, Workload};
 use reloader_workload_apps::{AppsKind, AppsWorkload};
 use reloader_workload_argo::Rollout;
-use reloader_workload_batch::{CronJobWorkload, JobWorkload};
+use reloader_workload_batch::{CronJobWorkload, JobWorkload, origin};
 use reloader_workload_crd::{CrdObject, CrdSpec, CustomObject};
 use reloader_workload_openshift::DeploymentConfig;
 use serde::de::DeserializeOwned;
+
+use crate::job_origins::JobOrigin;
 
 /// What switches a kind on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -214,6 +217,11 @@ pub(crate) trait KindObject:
     /// The object a view's skeleton stands for, for the kinds whose writes can be built from it;
     /// `None` for Jobs and CronJobs, whose writes copy the whole template (they read it).
     fn loaded_from_skeleton(kind: WorkloadKind, skeleton: Skeleton) -> Option<Loaded>;
+
+    /// What the object offers as the origin of a Job a reload creates (Jobs and CronJobs only).
+    fn job_origin(&self, _keys: &AnnotationKeys) -> Option<JobOrigin> {
+        None
+    }
 }
 
 impl<K: BuiltInKind> KindObject for K {
@@ -230,6 +238,10 @@ impl<K: BuiltInKind> KindObject for K {
 
     fn loaded_from_skeleton(_: WorkloadKind, skeleton: Skeleton) -> Option<Loaded> {
         K::from_skeleton(skeleton).map(Loaded::new)
+    }
+
+    fn job_origin(&self, keys: &AnnotationKeys) -> Option<JobOrigin> {
+        BuiltInKind::job_origin(self, keys)
     }
 }
 
@@ -273,6 +285,11 @@ pub(crate) trait BuiltInKind:
     /// The object a view's skeleton stands for, for the kinds whose writes can be built from it;
     /// `None` for Jobs and CronJobs, whose writes copy the whole template (they read it).
     fn from_skeleton(skeleton: Skeleton) -> Option<Self>;
+
+    /// See [`KindObject::job_origin`].
+    fn job_origin(&self, _keys: &AnnotationKeys) -> Option<JobOrigin> {
+        None
+    }
 }
 
 /// The apps/v1 kinds share one backend, generic over [`AppsKind`]. One `impl` each: a blanket one
@@ -304,6 +321,11 @@ impl BuiltInKind for CronJob {
     fn from_skeleton(_: Skeleton) -> Option<Self> {
         None
     }
+
+    fn job_origin(&self, keys: &AnnotationKeys) -> Option<JobOrigin> {
+        let (uid, digest) = origin::cron_job_digest(self, keys)?;
+        Some(JobOrigin::CronJob { uid, digest })
+    }
 }
 
 impl BuiltInKind for Job {
@@ -315,6 +337,10 @@ impl BuiltInKind for Job {
 
     fn from_skeleton(_: Skeleton) -> Option<Self> {
         None
+    }
+
+    fn job_origin(&self, keys: &AnnotationKeys) -> Option<JobOrigin> {
+        Some(JobOrigin::Job(origin::recreated_job_digest(self, keys)))
     }
 }
 

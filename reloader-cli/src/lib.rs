@@ -12,6 +12,7 @@ pub(crate) mod client;
 mod discovery;
 pub(crate) mod executor;
 pub mod explain;
+mod job_origins;
 pub mod kinds;
 pub mod leader;
 mod listen;

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::admission::AdmissionState;
+use crate::job_origins::JobOrigins;
 use crate::client::Clients;
 use crate::discovery::{CrdWait, ServedApis, enabled_kinds};
 use crate::executor::{Executor, ExecutorConfig, ExecutorIo, KubeWorkloadApi};
@@ -226,7 +227,9 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         (Arc::new(executor), Some(executor_finished))
     };
 
-    // The admission webhook, when configured: it answers from the same index and rules.
+    // The admission webhook, when configured: it answers from the same index and rules, and
+    // fences the controller's own Job creations by the Jobs and CronJobs the watches keep.
+    let job_origins = options.admission_webhook.as_ref().map(|_| Arc::new(JobOrigins::default()));
     if let Some(config) = options.admission_webhook.clone() {
         let state = Arc::new(AdmissionState {
             index: index.clone(),
@@ -238,6 +241,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             scope: scope.clone(),
             kinds: kinds.clone(),
             hold: options.coalesce_period,
+            origins: job_origins.clone().unwrap_or_default(),
         });
         supervisor
             .spawn_service("admission webhook", crate::admission::serve(state, config, shutdown.clone()));
@@ -270,9 +274,17 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     // The watches.
     let mut synced = Vec::new();
     let crd_wait = CrdWait::new(client.clone(), health.clone());
-    for watch in
-        sources::watches(&client, &sources_config, &kinds, &reconciler, &scope, &crd_wait, &metrics.watches())
-    {
+    let watches = sources::watches(
+        &client,
+        &sources_config,
+        &kinds,
+        &reconciler,
+        &scope,
+        &crd_wait,
+        job_origins.as_ref(),
+        &metrics.watches(),
+    );
+    for watch in watches {
         synced.push(watch.synced);
         supervisor.spawn(watch.name, async move {
             watch.task.await;

@@ -302,5 +302,30 @@ pub fn template_annotation<'a>(template: &'a PodTemplateSpec, key: &str) -> Opti
     template.metadata.as_ref()?.annotations.as_ref()?.get(key).map(String::as_str)
 }
 
+/// The template with every marker taken out: marker env vars of every container and init
+/// container, and the `last-reloaded-from` annotation (an `env` or annotation map left empty
+/// becomes absent). Two templates that differ only in their markers are equal after this; the
+/// write fence compares a Job reloader creates with its origin this way (docs/security.md).
+pub fn strip_markers(template: &mut PodTemplateSpec, keys: &AnnotationKeys) {
+    if let Some(spec) = template.spec.as_mut() {
+        for container in spec.containers.iter_mut().chain(spec.init_containers.iter_mut().flatten()) {
+            if let Some(env) = container.env.as_mut() {
+                env.retain(|e| !is_marker_name(&e.name));
+                if env.is_empty() {
+                    container.env = None;
+                }
+            }
+        }
+    }
+    if let Some(meta) = template.metadata.as_mut()
+        && let Some(annotations) = meta.annotations.as_mut()
+    {
+        annotations.remove(&keys.last_reloaded_from);
+        if annotations.is_empty() {
+            meta.annotations = None;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -12,6 +12,7 @@
 //! server; docs/security.md), so nobody else can ask it for the hashes of a namespace's Secrets.
 
 mod intake;
+mod job_fence;
 mod review;
 mod server;
 mod tls;
@@ -27,7 +28,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use kube::core::DynamicObject;
-use kube::core::admission::AdmissionRequest;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::decide::DecideOptions;
 use reloader_core::index::Index;
@@ -35,6 +36,7 @@ use reloader_core::options::AdmissionWebhook;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
+use crate::job_origins::JobOrigins;
 use crate::kinds::EnabledKinds;
 use crate::observe::metrics::{AdmissionMetrics, AdmissionOperation, AdmissionOutcome};
 use crate::scope::ScopeFilter;
@@ -56,6 +58,8 @@ pub(crate) struct AdmissionState {
     pub(crate) metrics: AdmissionMetrics,
     /// `--coalesce-period`: how long a release's rollout is held (docs/beyond-stakater.md §11).
     pub(crate) hold: Duration,
+    /// What a Job the controller creates may come from (the Job fence).
+    pub(crate) origins: Arc<JobOrigins>,
 }
 
 /// How often the certificate files are checked for a renewal.
@@ -108,10 +112,29 @@ async fn run(
 
 fn router(ctx: Arc<AdmissionState>) -> Router {
     // The body limit is `intake::MAX_REVIEW_BYTES`, applied while reading (no extractor reads it).
-    Router::new().route("/mutate", post(mutate)).route("/healthz", get(|| async { "ok" })).with_state(ctx)
+    Router::new()
+        .route("/mutate", post(mutate))
+        .route("/validate-jobs", post(validate_jobs))
+        .route("/healthz", get(|| async { "ok" }))
+        .with_state(ctx)
 }
 
 async fn mutate(State(ctx): State<Arc<AdmissionState>>, headers: HeaderMap, body: Body) -> Response {
+    answer(ctx, headers, body, |ctx, request| review::review(ctx, request)).await
+}
+
+async fn validate_jobs(State(ctx): State<Arc<AdmissionState>>, headers: HeaderMap, body: Body) -> Response {
+    answer(ctx, headers, body, |ctx, request| job_fence::review(&ctx.origins, &ctx.keys, request, Instant::now()))
+        .await
+}
+
+/// Reads a review, answers it with `review` inside its span, and counts the answer.
+async fn answer(
+    ctx: Arc<AdmissionState>,
+    headers: HeaderMap,
+    body: Body,
+    review: impl FnOnce(&AdmissionState, &AdmissionRequest<DynamicObject>) -> (AdmissionResponse, AdmissionOutcome),
+) -> Response {
     let started = Instant::now();
     let request = match intake::read_request(&headers, body).await {
         Ok(request) => request,
@@ -127,7 +150,7 @@ async fn mutate(State(ctx): State<Arc<AdmissionState>>, headers: HeaderMap, body
         "reloader.admission.operation" = operation.as_label(),
         "reloader.admission.outcome" = tracing::field::Empty,
     );
-    let (response, outcome) = span.in_scope(|| review::review(&ctx, &request));
+    let (response, outcome) = span.in_scope(|| review(&ctx, &request));
     span.record("reloader.admission.outcome", outcome.as_label());
     ctx.metrics.admission(operation, outcome, started.elapsed());
     axum::Json(response.into_review()).into_response()

@@ -32,6 +32,7 @@ fn state_with_metrics() -> (Arc<AdmissionState>, Arc<Metrics>) {
         kinds: EnabledKinds::of(&WorkloadKind::ALL),
         metrics: metrics.admission(),
         hold: std::time::Duration::ZERO,
+        origins: Default::default(),
     });
     (state, metrics)
 }
@@ -145,6 +146,7 @@ async fn a_namespace_outside_the_scope_gets_no_marker_values() {
         dry_run: false,
         kinds: EnabledKinds::of(&WorkloadKind::ALL),
         hold: std::time::Duration::ZERO,
+        origins: Default::default(),
     });
     for namespace in ["shop", "vault"] {
         let config_map: ConfigMap = serde_json::from_value(json!({

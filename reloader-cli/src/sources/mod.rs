@@ -21,6 +21,7 @@ use reloader_core::options::{IgnoredResources, NamespaceScope, Options};
 use reloader_core::selector::LabelSelector;
 
 use crate::discovery::CrdWait;
+use crate::job_origins::JobOrigins;
 use crate::kinds::EnabledKinds;
 use crate::observe::metrics::WatchMetrics;
 use crate::scope::ScopeFilter;
@@ -81,6 +82,7 @@ pub(crate) fn watches(
     state: &Arc<impl WatchedState + 'static>,
     scope: &ScopeFilter,
     crd_wait: &CrdWait,
+    origins: Option<&Arc<JobOrigins>>,
     metrics: &WatchMetrics,
 ) -> Vec<Watch> {
     let mut watches = Vec::new();
@@ -91,7 +93,7 @@ pub(crate) fn watches(
         let namespace = namespace.as_deref();
         watches.extend(resources::watches(client, config, namespace, state, metrics));
         for kind in kinds.iter() {
-            let target = workloads::WorkloadTarget::new(state.clone(), kind, namespace, &config.keys);
+            let target = workloads::WorkloadTarget::new(state.clone(), kind, namespace, &config.keys, origins);
             watches.push(workloads::watch(client, target, crd_wait, metrics));
         }
     }

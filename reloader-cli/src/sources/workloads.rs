@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures::FutureExt as _;
 use kube::Client;
@@ -16,6 +17,7 @@ use super::glue::{IndexTarget, index_watch};
 use super::initial_list::watcher_stream;
 use super::{Watch, watch_config, watch_name};
 use crate::discovery::CrdWait;
+use crate::job_origins::JobOrigins;
 use crate::kinds::{self, Availability, KindObject, KindVisitor, Registered};
 use crate::observe::metrics::WatchMetrics;
 use crate::state::{Phase, WorkloadState};
@@ -73,6 +75,8 @@ pub(super) struct WorkloadTarget {
     kind: WorkloadKind,
     namespace: Option<String>,
     keys: AnnotationKeys,
+    /// Where Jobs and CronJobs are kept as origins for the webhook's Job fence, when it runs.
+    origins: Option<Arc<JobOrigins>>,
 }
 
 impl WorkloadTarget {
@@ -81,8 +85,10 @@ impl WorkloadTarget {
         kind: WorkloadKind,
         namespace: Option<&str>,
         keys: &AnnotationKeys,
+        origins: Option<&Arc<JobOrigins>>,
     ) -> Self {
-        WorkloadTarget { state, kind, namespace: namespace.map(String::from), keys: keys.clone() }
+        let origins = origins.filter(|_| matches!(kind, WorkloadKind::Job | WorkloadKind::CronJob)).cloned();
+        WorkloadTarget { state, kind, namespace: namespace.map(String::from), keys: keys.clone(), origins }
     }
 }
 
@@ -90,6 +96,12 @@ impl<K: KindObject> IndexTarget<K> for WorkloadTarget {
     type Key = WorkloadKey;
 
     fn apply(&mut self, object: K, phase: Phase) -> Option<WorkloadKey> {
+        if let Some(origins) = &self.origins
+            && let Some(origin) = object.job_origin(&self.keys)
+            && let (Some(namespace), Some(name)) = (object.meta().namespace.as_deref(), object.meta().name.as_deref())
+        {
+            origins.seen(WorkloadKey::new(self.kind, namespace, name), origin);
+        }
         let view = watched_workload_view(object, self.kind, &self.keys)?;
         let key = view.key.clone();
         self.state.workload_applied(view, phase);
@@ -98,11 +110,17 @@ impl<K: KindObject> IndexTarget<K> for WorkloadTarget {
 
     fn delete(&mut self, object: K) {
         if let Some(view) = watched_workload_view(object, self.kind, &self.keys) {
+            if let Some(origins) = &self.origins {
+                origins.gone(&view.key, Instant::now());
+            }
             self.state.workload_deleted(&view.key);
         }
     }
 
     fn reset(&mut self, seen: HashSet<WorkloadKey>, _phase: Phase) {
+        if let Some(origins) = &self.origins {
+            origins.relisted(self.kind, self.namespace.as_deref(), &seen, Instant::now());
+        }
         self.state.workloads_relisted(self.kind, self.namespace.as_deref(), &seen);
     }
 }

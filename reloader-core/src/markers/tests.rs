@@ -245,3 +245,31 @@ fn a_value_from_marker_is_replaced_by_a_plain_value() {
         ]}}}}))
     );
 }
+
+#[test]
+fn stripping_markers_leaves_everything_else() {
+    let template = |env: serde_json::Value, init_env: serde_json::Value, annotations: serde_json::Value| {
+        serde_json::from_value::<PodTemplateSpec>(json!({
+            "metadata": {"annotations": annotations},
+            "spec": {
+                "initContainers": [{"name": "init", "image": "i", "env": init_env}],
+                "containers": [{"name": "app", "image": "a", "env": env}],
+            },
+        }))
+        .unwrap()
+    };
+    let marker = json!({"name": "STAKATER_CONFIG_CONFIGMAP", "value": "abc"});
+    let plain = json!({"name": "MODE", "value": "x"});
+    let near_miss = json!({"name": "STAKATER_MODE", "value": "y"});
+    let recorded = json!({LAST_RELOADED_FROM: "{}", "team": "a"});
+    // (template, the same after stripping)
+    let rows = [
+        (template(json!([marker, plain]), json!([marker]), recorded.clone()), template(json!([plain]), json!(null), json!({"team": "a"}))),
+        (template(json!([marker]), json!([plain]), json!({LAST_RELOADED_FROM: "{}"})), template(json!(null), json!([plain]), json!(null))),
+        (template(json!([near_miss]), json!(null), json!({"team": "a"})), template(json!([near_miss]), json!(null), json!({"team": "a"}))),
+    ];
+    for (i, (mut given, want)) in rows.into_iter().enumerate() {
+        strip_markers(&mut given, &keys());
+        assert_eq!(given, want, "row {i}");
+    }
+}

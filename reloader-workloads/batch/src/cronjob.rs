@@ -9,7 +9,7 @@ use reloader_core::workload::{Workload, WorkloadWrite, WriteContext};
 
 /// Marks a Job as started by hand rather than by the schedule (the CronJob controller and
 /// `kubectl create job --from=cronjob/...` use the same annotation).
-const INSTANTIATE_ANNOTATION: &str = "cronjob.kubernetes.io/instantiate";
+pub(crate) const INSTANTIATE_ANNOTATION: &str = "cronjob.kubernetes.io/instantiate";
 
 /// A CronJob seen as a [`Workload`] (borrowing: the orphan rule forbids implementing the core
 /// trait on k8s-openapi types directly).

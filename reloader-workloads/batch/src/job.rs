@@ -66,7 +66,7 @@ impl Workload for JobWorkload<'_> {
     }
 }
 
-fn strip_job_labels(labels: &mut Option<BTreeMap<String, String>>) {
+pub(crate) fn strip_job_labels(labels: &mut Option<BTreeMap<String, String>>) {
     if let Some(map) = labels {
         map.retain(|k, _| !SERVER_SET_JOB_LABELS.contains(&k.as_str()));
         if map.is_empty() {

@@ -5,9 +5,12 @@
 //!   replay cannot be recognised from it: the controller asks only on real hash changes;
 //! - a [`JobWorkload`] reload deletes the Job and creates it again under the same name, with the
 //!   marker added and every server-owned field cleared.
+//!
+//! [`origin`] gives both the digest the write fence compares a created Job with.
 
 mod cronjob;
 mod job;
+pub mod origin;
 
 pub use cronjob::CronJobWorkload;
 pub use job::JobWorkload;
@@ -16,3 +19,5 @@ pub use job::JobWorkload;
 mod cronjob_tests;
 #[cfg(test)]
 mod job_tests;
+#[cfg(test)]
+mod origin_tests;

@@ -491,6 +491,8 @@ fn label_values_are_the_published_ones() {
         (AdmissionOutcome::Skipped.as_label(), "skipped"),
         (AdmissionOutcome::DryRun.as_label(), "dry_run"),
         (AdmissionOutcome::Error.as_label(), "error"),
+        (AdmissionOutcome::Allowed.as_label(), "allowed"),
+        (AdmissionOutcome::Denied.as_label(), "denied"),
         (AdmissionRejection::Malformed.as_label(), "malformed"),
         (AdmissionRejection::TooLarge.as_label(), "too_large"),
         (AdmissionRejection::WrongKind.as_label(), "wrong_kind"),

@@ -442,8 +442,13 @@ pub(crate) enum AdmissionOutcome {
     Skipped,
     /// Markers would have been added, but `--dry-run` writes nothing; allowed unchanged.
     DryRun,
-    /// The object could not be read or the patch not built; allowed unchanged.
+    /// The object could not be read or the patch not built; allowed unchanged (the Job fence:
+    /// denied).
     Error,
+    /// The Job fence let a Job through (docs/security.md, "Jobs").
+    Allowed,
+    /// The Job fence refused a Job.
+    Denied,
 }
 
 impl AdmissionOutcome {
@@ -454,6 +459,8 @@ impl AdmissionOutcome {
             AdmissionOutcome::Skipped => "skipped",
             AdmissionOutcome::DryRun => "dry_run",
             AdmissionOutcome::Error => "error",
+            AdmissionOutcome::Allowed => "allowed",
+            AdmissionOutcome::Denied => "denied",
         }
     }
 }
