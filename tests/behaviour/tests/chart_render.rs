@@ -207,10 +207,37 @@ fn rows() -> Vec<Row> {
         },
         Row {
             name: "write fence opted out",
-            values: json!({"writeFence": {"enabled": false}}),
+            values: json!({"writeFence": {"enabled": false}, "webhook": {"enabled": true,
+                "networkPolicy": {"enabled": false}}}),
             api_versions: &[WRITE_FENCE_API],
             details: Some(write_fence),
         },
+        Row {
+            name: "write fence with the webhook: Jobs fenced too",
+            values: json!({"webhook": {"enabled": true, "networkPolicy": {"enabled": false}},
+                "serviceAccount": {"name": "rl-sa"}}),
+            api_versions: &[WRITE_FENCE_API],
+            details: Some(write_fence),
+        },
+        Row {
+            name: "write fence with the webhook, CronJobs only",
+            values: json!({"webhook": {"enabled": true, "networkPolicy": {"enabled": false}},
+                "reloader": {"ignoreJobs": true}}),
+            api_versions: &[WRITE_FENCE_API],
+            details: Some(write_fence),
+        },
+        Row {
+            name: "write fence with the webhook, no Jobs created",
+            values: json!({"webhook": {"enabled": true, "networkPolicy": {"enabled": false}},
+                "reloader": {"ignoreJobs": true, "ignoreCronJobs": true}}),
+            api_versions: &[WRITE_FENCE_API],
+            details: Some(write_fence),
+        },
+        row(
+            "webhook where the API server serves no ValidatingAdmissionPolicy: no Job fence",
+            json!({"webhook": {"enabled": true, "networkPolicy": {"enabled": false}}}),
+            Some(write_fence),
+        ),
         Row {
             name: "netpol, monitors, PDB, VPA",
             values: json!({"reloader": {
@@ -337,7 +364,7 @@ fn check_row(helm: &Helm, row: &Row) -> Check {
         .template_with_apis(RELEASE, NAMESPACE, &row.values, row.api_versions)
         .map_err(|e| format!("helm template: {e}"))?;
     let values = merge(&defaults(), &row.values);
-    let rendered = check_common(&manifest, &values)?;
+    let rendered = Rendered { api_versions: row.api_versions, ..check_common(&manifest, &values)? };
     row.details.map_or(Ok(()), |details| details(&rendered))
 }
 
@@ -601,6 +628,8 @@ fn expected_grants(values: &Value) -> BTreeSet<Grant> {
 /// A rendered values set: its objects, the merged values, and the controller's Deployment and
 /// container.
 struct Rendered<'a> {
+    /// The API versions the render was told the server serves (`--api-versions`).
+    api_versions: &'a [&'a str],
     docs: &'a [Value],
     values: &'a Value,
     deployment: &'a Value,
@@ -783,7 +812,7 @@ fn check_common<'a>(manifest: &'a Manifest, values: &'a Value) -> Result<Rendere
             "a ClusterRole exactly in global mode",
         )?;
     }
-    Ok(Rendered { docs, values, deployment, container })
+    Ok(Rendered { api_versions: &[], docs, values, deployment, container })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -811,9 +840,11 @@ fn no_webhook(set: &Rendered) -> Check {
 fn write_fence(set: &Rendered) -> Check {
     let policies = find(set.docs, "ValidatingAdmissionPolicy", None, None);
     let bindings = find(set.docs, "ValidatingAdmissionPolicyBinding", None, None);
-    let wanted = set.values["writeFence"]["enabled"] != false;
+    let served = set.api_versions.contains(&WRITE_FENCE_API);
+    let wanted = set.values["writeFence"]["enabled"] != false && served;
+    job_fence(set, wanted)?;
     if !wanted {
-        return ensure(policies.is_empty() && bindings.is_empty(), "no write fence when opted out");
+        return ensure(policies.is_empty() && bindings.is_empty(), "no write fence when opted out or not served");
     }
     let name = format!("{NAMESPACE}-{FULLNAME}-write-fence");
     let [policy] = policies[..] else {
@@ -853,6 +884,37 @@ fn write_fence(set: &Rendered) -> Check {
         .as_str()
         .unwrap_or("deployment.reloader.stakater.com/paused-at");
     ensure(text(&markers["expression"]).contains(pause), format!("the pause annotation {pause} may change"))
+}
+
+/// The webhook that fences Job creation: with the write fence, the webhook, and Jobs created
+/// (Jobs or CronJobs reloaded); failing closed, for the controller's own ServiceAccount only.
+fn job_fence(set: &Rendered, fence: bool) -> Check {
+    let configs = find(set.docs, "ValidatingWebhookConfiguration", None, None);
+    let reloader = &set.values["reloader"];
+    let creates_jobs = !(on(&reloader["ignoreJobs"]) && on(&reloader["ignoreCronJobs"]));
+    if !(fence && on(&set.values["webhook"]["enabled"]) && creates_jobs) {
+        return ensure(configs.is_empty(), "no Job fence without the fence, the webhook or Jobs to create");
+    }
+    let [config] = configs[..] else { return Err(format!("one Job fence webhook, got {}", configs.len())) };
+    ensure(config["metadata"]["name"] == format!("{FULLNAME}-job-fence").as_str(), "named <fullname>-job-fence")?;
+    let [hook] = config["webhooks"].as_array().map(Vec::as_slice).unwrap_or_default() else {
+        return Err("one webhook".into());
+    };
+    ensure(hook["failurePolicy"] == "Fail", "fails closed")?;
+    ensure(hook["clientConfig"]["service"]["path"] == "/validate-jobs", "path /validate-jobs")?;
+    let service = find(set.docs, "Service", Some(text(&hook["clientConfig"]["service"]["name"])), Some(NAMESPACE));
+    ensure(service.len() == 1, "the webhook's Service is rendered")?;
+    ensure(
+        hook["rules"] == json!([{"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE"],
+            "resources": ["jobs"], "scope": "Namespaced"}]),
+        format!("Job creations only: {}", hook["rules"]),
+    )?;
+    let account = text(&set.deployment["spec"]["template"]["spec"]["serviceAccountName"]);
+    let condition = text(&hook["matchConditions"][0]["expression"]);
+    ensure(
+        condition == format!("request.userInfo.username == 'system:serviceaccount:{NAMESPACE}:{account}'"),
+        format!("the ServiceAccount's own requests only: {condition}"),
+    )
 }
 
 /// The controller container's volume mounts and the pod's volumes.
