@@ -66,6 +66,15 @@ fn verdict(
 ) -> Result<(), (u16, String)> {
     const WHAT: &str = "the write fence lets reloader create only a Job recreated from its own spec or \
         spawned from its CronJob's jobTemplate, with nothing but reload markers changed";
+    // A Job recreated under its own name first: a CronJob's Job is recreated as itself too.
+    let name = job.metadata.name.as_deref().filter(|n| !n.is_empty());
+    let recreated = name.map(|name| WorkloadKey::new(WorkloadKind::Job, namespace, name));
+    let as_it_was = recreated.as_ref().map(|key| origins.job(key, now));
+    if let Some(Lookup::Known(origin)) = as_it_was
+        && origin == recreated_job_digest(job, keys)
+    {
+        return Ok(());
+    }
     if let Some((claim, digest)) = spawned_job_digest(job, keys) {
         let cron_job = WorkloadKey::new(WorkloadKind::CronJob, namespace, &claim.name);
         return match origins.cron_job(&cron_job, &claim.uid) {
@@ -75,16 +84,12 @@ fn verdict(
             Lookup::Unknown => Err((NOT_YET, format!("{WHAT}: {cron_job} is not known to this replica (yet)"))),
         };
     }
-    let Some(name) = job.metadata.name.as_deref().filter(|n| !n.is_empty()) else {
-        return Err((FORBIDDEN, format!("{WHAT}: a Job without a name and without a CronJob owner is neither")));
-    };
-    let recreated = WorkloadKey::new(WorkloadKind::Job, namespace, name);
-    match origins.job(&recreated, now) {
-        Lookup::Known(origin) if origin == recreated_job_digest(job, keys) => Ok(()),
-        Lookup::Known(_) | Lookup::Other => {
-            Err((FORBIDDEN, format!("{WHAT}: this Job differs from {recreated} as it was before")))
+    match (recreated, as_it_was) {
+        (Some(key), Some(Lookup::Known(_) | Lookup::Other)) => {
+            Err((FORBIDDEN, format!("{WHAT}: this Job differs from {key} as it was before")))
         }
-        Lookup::Unknown => Err((NOT_YET, format!("{WHAT}: {recreated} is not known to this replica (yet)"))),
+        (Some(key), _) => Err((NOT_YET, format!("{WHAT}: {key} is not known to this replica (yet)"))),
+        (None, _) => Err((FORBIDDEN, format!("{WHAT}: a Job without a name and without a CronJob owner is neither"))),
     }
 }
 

@@ -43,7 +43,7 @@ struct NormalForm<'a> {
     labels: Option<BTreeMap<String, String>>,
     annotations: Option<BTreeMap<String, String>>,
     owner_references: Option<&'a [OwnerReference]>,
-    finalizers: Option<&'a [String]>,
+    finalizers: Option<Vec<&'a str>>,
     spec: Value,
 }
 
@@ -66,7 +66,7 @@ pub fn recreated_job_digest(job: &Job, keys: &AnnotationKeys) -> OriginDigest {
         labels,
         annotations: non_empty(meta.annotations.clone()),
         owner_references: meta.owner_references.as_deref(),
-        finalizers: meta.finalizers.as_deref(),
+        finalizers: own_finalizers(meta.finalizers.as_deref()),
         spec: normal_spec(job.spec.clone().unwrap_or_default(), keys),
     }
     .digest()
@@ -114,7 +114,7 @@ pub fn spawned_job_digest(job: &Job, keys: &AnnotationKeys) -> Option<(ClaimedCr
         labels,
         annotations: non_empty(annotations),
         owner_references: None,
-        finalizers: meta.finalizers.as_deref(),
+        finalizers: own_finalizers(meta.finalizers.as_deref()),
         spec: normal_spec(job.spec.clone().unwrap_or_default(), keys),
     };
     Some((ClaimedCronJob { name: owner.name.clone(), uid: owner.uid.clone() }, form.digest()))
@@ -153,6 +153,14 @@ fn normal_template(template: &mut PodTemplateSpec, keys: &AnnotationKeys) {
     if let Some(meta) = template.metadata.as_mut() {
         strip_job_labels(&mut meta.labels);
     }
+}
+
+/// The finalizers but those the garbage collector adds while the Job is being deleted (the last
+/// state a watch sees of a deleted Job may carry them).
+fn own_finalizers(finalizers: Option<&[String]>) -> Option<Vec<&str>> {
+    const DELETION: [&str; 2] = ["orphan", "foregroundDeletion"];
+    let own: Vec<&str> = finalizers?.iter().map(String::as_str).filter(|f| !DELETION.contains(f)).collect();
+    (!own.is_empty()).then_some(own)
 }
 
 fn non_empty(map: Option<BTreeMap<String, String>>) -> Option<BTreeMap<String, String>> {

@@ -201,3 +201,15 @@ fn only_a_cron_jobs_controller_reference_claims_a_spawn() {
         assert_eq!(spawned_job_digest(&job, &keys()), None, "{case}");
     }
 }
+
+#[test]
+fn the_garbage_collectors_finalizers_are_not_the_jobs() {
+    let origin = served_job(template(json!({"app": "migrate"}), json!(null)));
+    for finalizer in ["orphan", "foregroundDeletion"] {
+        let being_deleted = changed(&origin, |v| {
+            v["metadata"]["finalizers"] = json!([finalizer]);
+            v["metadata"]["deletionTimestamp"] = json!(NOW);
+        });
+        assert_eq!(recreated_job_digest(&being_deleted, &keys()), recreated_job_digest(&origin, &keys()), "{finalizer}");
+    }
+}

@@ -11,7 +11,10 @@
 //! - with `--webhook-client-ca`, only the API server (presenting its admission client
 //!   certificate) is served: a direct call without a certificate, or with one another CA signed,
 //!   is refused in the handshake, and a review for a namespace outside the watched scope gets no
-//!   marker values (docs/security.md).
+//!   marker values (docs/security.md);
+//! - with the Job fence registered as the chart does, reloads still recreate a Job and spawn one
+//!   from a CronJob, while the controller's own token cannot create a Job that differs from its
+//!   origin by more than markers, nor one with no origin (docs/security.md, "Jobs").
 //!
 //! Build the binary first: `cargo build -p reloader-cli`.
 
@@ -21,11 +24,12 @@ mod webhook;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use reloader_harness::{ControlPlane, NotYet, PlaneOptions, Reloader, free_port, wait_until};
+use reloader_harness::{ControlPlane, KubeconfigFile, NotYet, PlaneOptions, Reloader, free_port, wait_until};
 use reloader_tests::fixtures::{ResourceRef, Resources, TestEnv, expected_env_var, negative_wait};
-use reloader_tests::fixtures_extra::ApiServerClientCertificate;
+use reloader_tests::fixtures_extra::{ApiServerClientCertificate, grant_namespaced_reloader_role};
 use serde_json::{Value, json};
 use webhook::{Registration, certificates, healthz, start_reloader, swap_file, webhook_args};
 
@@ -451,4 +455,171 @@ async fn with_a_client_ca_only_the_api_server_is_answered() {
     assert!(inside.is_some(), "the watched namespace is stamped");
     let outside = direct_review(port, &certs.ca_pem, apiserver, other.name()).await.expect("answered");
     assert_eq!(outside, None, "a namespace outside the scope: allowed, no patch");
+}
+
+/// How long a create refused with 429 is left retrying.
+const RETRIES_GIVEN: Duration = Duration::from_secs(5);
+
+/// A Job for the fence test: `image` in its one container, `env` there (markers or not).
+fn job_manifest(name: &str, annotations: Value, owner: Option<Value>, image: &str, env: Value) -> Job {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "annotations": annotations, "labels": {"team": "data"},
+            "ownerReferences": owner.map(|o| vec![o])},
+        "spec": {"suspend": true, "template": {"metadata": {"labels": {"app": name}}, "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "run", "image": image, "env": env}]}}},
+    }))
+    .unwrap()
+}
+
+fn env_marker(job: &Job) -> Option<String> {
+    let containers = &job.spec.as_ref()?.template.spec.as_ref()?.containers;
+    let env = containers.first()?.env.as_ref()?;
+    env.iter().find(|e| e.name == marker_name()).and_then(|e| e.value.clone())
+}
+
+/// The denial of `create`, or a failure if it was allowed.
+async fn denied(jobs: &Api<Job>, job: &Job, what: &str) -> kube::core::Status {
+    match jobs.create(&PostParams::default(), job).await {
+        Err(kube::Error::Api(status)) => *status,
+        other => panic!("{what}: the fence must deny it, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_job_fence_lets_the_controller_create_only_what_a_reload_creates() {
+    let env = TestEnv::new().await;
+    let TestEnv { plane, ns, client, resources, .. } = &env;
+    let namespace = ns.name();
+    let account = "reloader";
+    let kubeconfig = KubeconfigFile::for_service_account(plane, namespace, account).await.unwrap();
+    grant_namespaced_reloader_role(client, namespace, namespace, account).await.unwrap();
+    let own_token = Client::try_from(plane.service_account_config(namespace, account).await.unwrap()).unwrap();
+    let config = ResourceRef::configmap(CONFIG);
+    resources.create(&config, &[("mode", "one")]).await.unwrap();
+
+    let certs = certificates();
+    let port = free_port();
+    let reloader = Reloader::builder(plane)
+        .name("reloader")
+        .kubeconfig(kubeconfig.path())
+        .args(webhook_args(namespace, port, &certs))
+        .start()
+        .await
+        .expect("reloader starts");
+    let username = format!("system:serviceaccount:{namespace}:{account}");
+    let _fence = Registration::job_fence(plane, namespace, port, &certs.ca_pem, &username).await;
+    let own_jobs: Api<Job> = Api::namespaced(own_token.clone(), namespace);
+    let stranger = job_manifest("stranger", json!({}), None, "busybox:evil", json!(null));
+    // A dry run of a Job with no origin: created until the fence is called, then refused with
+    // 429 (its origin may not be seen yet), which the client retries until it gives up.
+    let mut probe = stranger.clone();
+    (probe.metadata.name, probe.metadata.generate_name) = (None, Some("probe-".into()));
+    wait_until("the API server to call the Job fence", RELOAD_TIMEOUT, || async {
+        let dry_run = PostParams { dry_run: true, field_manager: None };
+        match tokio::time::timeout(RETRIES_GIVEN, own_jobs.create(&dry_run, &probe)).await {
+            Ok(Err(kube::Error::Api(status))) if status.message.contains("write fence") => Ok(()),
+            Err(_) => Ok(()),
+            other => Err(NotYet(format!("a Job with no origin: {other:?}"))),
+        }
+    })
+    .await
+    .unwrap();
+
+    // Created by someone else (the test, as admin): not the fence's business.
+    let admin_jobs: Api<Job> = Api::namespaced(client.clone(), namespace);
+    let watched = json!({"configmap.reloader.stakater.com/reload": CONFIG});
+    admin_jobs.create(&PostParams::default(), &job_manifest("migrate", watched.clone(), None, "m:1", json!(null))).await.unwrap();
+    let cron_jobs: Api<CronJob> = Api::namespaced(client.clone(), namespace);
+    let cron_job: CronJob = serde_json::from_value(json!({
+        "metadata": {"name": "nightly", "annotations": watched},
+        "spec": {"schedule": "0 1 1 1 *", "jobTemplate": {
+            "metadata": {"labels": {"team": "data"}},
+            "spec": {"template": {"metadata": {"labels": {"app": "nightly"}}, "spec": {
+                "restartPolicy": "Never", "containers": [{"name": "run", "image": "r:1"}]}}}}},
+    }))
+    .unwrap();
+    let cron_job = cron_jobs.create(&PostParams::default(), &cron_job).await.unwrap();
+    let cron_uid = cron_job.metadata.uid.clone().unwrap();
+    reloader.wait_ready(Duration::from_secs(60)).await.unwrap();
+
+    // A reload recreates the Job and spawns one from the CronJob, both through the fence.
+    let hash = resources.update_data(&config, &[("mode", "two")]).await.unwrap();
+    let recreated = wait_until("the Job recreated with its marker", RELOAD_TIMEOUT, || async {
+        let job = admin_jobs.get_opt("migrate").await?.ok_or_else(|| NotYet("no Job migrate".into()))?;
+        if env_marker(&job).as_deref() == Some(hash.as_str()) { Ok(job) } else { Err(NotYet("no marker yet".into())) }
+    })
+    .await
+    .unwrap();
+    let spawned = wait_until("a Job spawned from the CronJob", RELOAD_TIMEOUT, || async {
+        let jobs = admin_jobs.list(&ListParams::default()).await?;
+        jobs.items
+            .into_iter()
+            .find(|j| j.metadata.name.as_deref().is_some_and(|n| n.starts_with("nightly-")))
+            .filter(|j| env_marker(j).as_deref() == Some(hash.as_str()))
+            .ok_or_else(|| NotYet("no spawned Job with the marker".into()))
+    })
+    .await
+    .unwrap();
+    let allowed = reloader.metric(r#"reloader_admission_requests_total{operation="CREATE",result="allowed"}"#);
+    assert!(allowed.await.unwrap().unwrap_or_default() >= 2.0, "both creations went through the fence");
+
+    // The controller's own token: a Job differing from its origin, or with none, is refused.
+    let marker = json!([{"name": marker_name(), "value": hash}]);
+    let owner = |uid: &str| {
+        json!({"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": uid, "controller": true})
+    };
+    let mut tampered_spawn = job_manifest("nightly-evil", json!({}), Some(owner(&cron_uid)), "busybox:evil", marker.clone());
+    tampered_spawn.metadata.labels = spawned.metadata.labels.clone();
+    let status = denied(&own_jobs, &tampered_spawn, "a spawn with another image").await;
+    assert_eq!(status.code, 403, "{status:?}");
+    assert!(status.message.contains("differs from the jobTemplate"), "{status:?}");
+    let fake_owner = job_manifest("nightly-fake", json!({}), Some(owner("not-a-uid")), "r:1", marker.clone());
+    assert_eq!(denied(&own_jobs, &fake_owner, "a spawn from a CronJob that is not there").await.code, 403);
+    // No origin under that name: 429 (the origin may not be seen yet), which the client retries
+    // until it gives up; never created.
+    let attempt = tokio::time::timeout(RETRIES_GIVEN, own_jobs.create(&PostParams::default(), &stranger)).await;
+    assert!(!matches!(attempt, Ok(Ok(_))), "a Job with no origin must be refused, got {attempt:?}");
+    assert!(admin_jobs.get_opt("stranger").await.unwrap().is_none(), "a Job with no origin was created");
+
+    // Deleted (the token may), then recreated with another image or a plain env var: refused.
+    own_jobs.delete("migrate", &Default::default()).await.unwrap();
+    wait_until("the Job to be gone", RELOAD_TIMEOUT, || async {
+        match admin_jobs.get_opt("migrate").await? {
+            None => Ok(()),
+            Some(_) => Err(NotYet("still there".into())),
+        }
+    })
+    .await
+    .unwrap();
+    let watched = json!({"configmap.reloader.stakater.com/reload": CONFIG});
+    for (what, image, env) in [
+        ("another image", "busybox:evil", marker.clone()),
+        ("a plain env var", "m:1", json!([{"name": "MODE", "value": "debug"}])),
+    ] {
+        let status = denied(&own_jobs, &job_manifest("migrate", watched.clone(), None, image, env), what).await;
+        assert_eq!(status.code, 403, "{what}: {status:?}");
+        assert!(status.message.contains("differs from"), "{what}: {status:?}");
+    }
+    assert!(admin_jobs.get_opt("migrate").await.unwrap().is_none(), "nothing was created");
+    // As it was, markers aside: allowed (what a reload does).
+    let mut as_it_was = recreated.clone();
+    as_it_was.metadata = kube::api::ObjectMeta {
+        name: recreated.metadata.name.clone(),
+        labels: recreated.metadata.labels.clone(),
+        annotations: recreated.metadata.annotations.clone(),
+        ..Default::default()
+    };
+    let spec = as_it_was.spec.as_mut().unwrap();
+    spec.selector = None;
+    if let Some(labels) = spec.template.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
+        labels.retain(|k, _| !k.contains("controller-uid") && !k.contains("job-name"));
+    }
+    if let Some(labels) = as_it_was.metadata.labels.as_mut() {
+        labels.retain(|k, _| !k.contains("controller-uid") && !k.contains("job-name"));
+    }
+    as_it_was.status = None;
+    own_jobs.create(&PostParams::default(), &as_it_was).await.expect("the same Job again is allowed");
+    let denials = reloader.metric(r#"reloader_admission_requests_total{operation="CREATE",result="denied"}"#);
+    assert!(denials.await.unwrap().unwrap_or_default() >= 5.0, "each refusal counted");
 }

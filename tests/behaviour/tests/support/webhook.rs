@@ -3,7 +3,7 @@
 //! MutatingWebhookConfiguration that is deleted when dropped.
 
 use base64::Engine as _;
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::core::ApiResource;
@@ -48,6 +48,8 @@ pub struct Registration {
     /// `None` once deleted.
     name: Option<String>,
     admin: Config,
+    /// A ValidatingWebhookConfiguration (the Job fence), not a mutating one.
+    validating: bool,
 }
 
 impl Registration {
@@ -89,13 +91,49 @@ impl Registration {
         .unwrap();
         let api: Api<MutatingWebhookConfiguration> = Api::all(plane.client());
         api.create(&PostParams::default(), &configuration).await.expect("registering the webhook");
-        Registration { name: Some(name), admin: plane.admin_config().clone() }
+        Registration { name: Some(name), admin: plane.admin_config().clone(), validating: false }
+    }
+
+    /// The Job fence as the chart registers it (docs/security.md, "Jobs"): Job creations in
+    /// `namespace` by `username` only go to `https://127.0.0.1:<port>/validate-jobs`, failing closed.
+    pub async fn job_fence(
+        plane: &ControlPlane,
+        namespace: &str,
+        port: u16,
+        ca_pem: &str,
+        username: &str,
+    ) -> Registration {
+        let name = format!("reloader-job-fence-{namespace}");
+        let configuration: ValidatingWebhookConfiguration = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "webhooks": [{
+                "name": "jobs.write-fence.reloader.stakater.com",
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Fail",
+                "timeoutSeconds": 5,
+                "clientConfig": {
+                    "url": format!("https://127.0.0.1:{port}/validate-jobs"),
+                    "caBundle": base64::engine::general_purpose::STANDARD.encode(ca_pem),
+                },
+                "rules": [{
+                    "apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"],
+                    "operations": ["CREATE"], "scope": "Namespaced",
+                }],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "matchConditions": [{"name": "created-by-reloader",
+                    "expression": format!("request.userInfo.username == '{username}'")}],
+            }],
+        }))
+        .unwrap();
+        let api: Api<ValidatingWebhookConfiguration> = Api::all(plane.client());
+        api.create(&PostParams::default(), &configuration).await.expect("registering the Job fence");
+        Registration { name: Some(name), admin: plane.admin_config().clone(), validating: true }
     }
 
     pub async fn delete(mut self) {
         let Some(name) = self.name.take() else { return };
-        let api: Api<MutatingWebhookConfiguration> = Api::all(Client::try_from(self.admin.clone()).unwrap());
-        api.delete(&name, &DeleteParams::default()).await.expect("unregistering the webhook");
+        unregister(self.admin.clone(), name, self.validating).await.expect("unregistering the webhook");
     }
 }
 
@@ -103,14 +141,21 @@ impl Drop for Registration {
     fn drop(&mut self) {
         let Some(name) = self.name.take() else { return };
         // Drop cannot await and the test's runtime may be gone: delete from a thread of its own.
-        let admin = self.admin.clone();
+        let (admin, validating) = (self.admin.clone(), self.validating);
         let _ = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
-            runtime.block_on(async move {
-                let api: Api<MutatingWebhookConfiguration> = Api::all(Client::try_from(admin).ok()?);
-                api.delete(&name, &DeleteParams::default()).await.ok()
-            })
+            runtime.block_on(unregister(admin, name, validating)).ok()
         })
         .join();
     }
+}
+
+async fn unregister(admin: Config, name: String, validating: bool) -> Result<(), kube::Error> {
+    let client = Client::try_from(admin)?;
+    if validating {
+        Api::<ValidatingWebhookConfiguration>::all(client).delete(&name, &DeleteParams::default()).await?;
+    } else {
+        Api::<MutatingWebhookConfiguration>::all(client).delete(&name, &DeleteParams::default()).await?;
+    }
+    Ok(())
 }
