@@ -5,6 +5,8 @@
 //!   keeps its markers across a re-apply (UPDATE) or stamps them with the current hashes
 //!   (CREATE). Always allowed: this webhook never blocks a write, and it answers from the index
 //!   in memory without calling the API server;
+//! - `POST /validate-jobs`: the Job fence (`job_fence`, docs/security.md "Jobs"): a Job the
+//!   controller's own ServiceAccount creates is allowed only if a reload would create it;
 //! - `GET /healthz`: 200 while the server runs.
 //!
 //! The certificate files are polled and a renewed pair is served without a restart. With
