@@ -7,7 +7,7 @@ use reloader_harness::ControlPlane;
 use reloader_harness::Crd;
 use reloader_tests::chart::exercise::{Completed, Limits, Shortfall, exercise};
 use reloader_tests::chart::probe::{Probe, probe_name};
-use reloader_tests::chart::{Helm, Installation, RuleRemoval, release_name};
+use reloader_tests::chart::{Helm, Installation, RuleRemoval, WRITE_FENCE_API, release_name};
 use reloader_tests::fixtures_extra::FlakyProxy;
 use serde_json::{Value, json};
 
@@ -156,7 +156,11 @@ async fn trial(
 ) -> Result<Completed, Shortfall> {
     let client = plane.client();
     let namespace = plane.namespace().await;
-    let manifest = helm.template(&release_name(), namespace.name(), values).expect("helm template");
+    // With the write fence, as `helm install` renders it here: every values set's reloads (pod
+    // evictions, declared kinds, reload-target pods included) pass through it, cut or not.
+    let manifest = helm
+        .template_with_apis(&release_name(), namespace.name(), values, &[WRITE_FENCE_API])
+        .expect("helm template");
     let removal = cut.map(|(index, reference)| {
         let removal = manifest.rule_removals().swap_remove(index);
         assert_eq!((&removal.summary, &removal.cut), (&reference.summary, &reference.cut), "same rendering");
