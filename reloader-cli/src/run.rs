@@ -12,10 +12,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::admission::AdmissionState;
-use crate::job_origins::JobOrigins;
 use crate::client::Clients;
 use crate::discovery::{CrdWait, ServedApis, enabled_kinds};
 use crate::executor::{Executor, ExecutorConfig, ExecutorIo, KubeWorkloadApi};
+use crate::job_origins::JobOrigins;
 use crate::leader::{ElectionConfig, Leadership};
 use crate::notify::alerts::{AlertQueue, Alerter};
 use crate::notify::events::{EventRecorder, EventSink};

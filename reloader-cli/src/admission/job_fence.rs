@@ -38,7 +38,11 @@ pub(crate) fn review(
         return (response, Outcome::Skipped);
     }
     let namespace = request.namespace.as_deref().unwrap_or_default();
-    let job = match request.object.as_ref().map(|o| serde_json::to_value(o).and_then(serde_json::from_value::<Job>)) {
+    let job = match request
+        .object
+        .as_ref()
+        .map(|o| serde_json::to_value(o).and_then(serde_json::from_value::<Job>))
+    {
         Some(Ok(job)) => job,
         Some(Err(e)) => {
             // Only the category: serde's message may quote a value of the object.
@@ -79,9 +83,15 @@ fn verdict(
         let cron_job = WorkloadKey::new(WorkloadKind::CronJob, namespace, &claim.name);
         return match origins.cron_job(&cron_job, &claim.uid) {
             Lookup::Known(origin) if origin == digest => Ok(()),
-            Lookup::Known(_) => Err((FORBIDDEN, format!("{WHAT}: this Job differs from the jobTemplate of {cron_job}"))),
-            Lookup::Other => Err((FORBIDDEN, format!("{WHAT}: {cron_job} has another uid than the Job's owner reference"))),
-            Lookup::Unknown => Err((NOT_YET, format!("{WHAT}: {cron_job} is not known to this replica (yet)"))),
+            Lookup::Known(_) => {
+                Err((FORBIDDEN, format!("{WHAT}: this Job differs from the jobTemplate of {cron_job}")))
+            }
+            Lookup::Other => {
+                Err((FORBIDDEN, format!("{WHAT}: {cron_job} has another uid than the Job's owner reference")))
+            }
+            Lookup::Unknown => {
+                Err((NOT_YET, format!("{WHAT}: {cron_job} is not known to this replica (yet)")))
+            }
         };
     }
     match (recreated, as_it_was) {
@@ -89,7 +99,9 @@ fn verdict(
             Err((FORBIDDEN, format!("{WHAT}: this Job differs from {key} as it was before")))
         }
         (Some(key), _) => Err((NOT_YET, format!("{WHAT}: {key} is not known to this replica (yet)"))),
-        (None, _) => Err((FORBIDDEN, format!("{WHAT}: a Job without a name and without a CronJob owner is neither"))),
+        (None, _) => {
+            Err((FORBIDDEN, format!("{WHAT}: a Job without a name and without a CronJob owner is neither")))
+        }
     }
 }
 
@@ -183,11 +195,24 @@ mod tests {
         origins.gone(&WorkloadKey::new(WorkloadKind::Job, "ns", "migrate"), t0);
         let recreated = job(json!("migrate"), json!(null), "m:1", marker.clone());
         assert_eq!(answer(&origins, recreated.clone(), t0), Ok(()), "deleted, recreated with a marker");
-        assert_eq!(answer(&origins, job(json!("migrate"), json!(null), "evil:1", marker.clone()), t0), Err(FORBIDDEN));
+        assert_eq!(
+            answer(&origins, job(json!("migrate"), json!(null), "evil:1", marker.clone()), t0),
+            Err(FORBIDDEN)
+        );
         let plain_env = json!([{"name": "MODE", "value": "x"}]);
-        assert_eq!(answer(&origins, job(json!("migrate"), json!(null), "m:1", plain_env), t0), Err(FORBIDDEN));
-        assert_eq!(answer(&origins, job(json!("other"), json!(null), "m:1", marker.clone()), t0), Err(NOT_YET));
-        assert_eq!(answer(&origins, job(json!(null), json!(null), "m:1", marker), t0), Err(FORBIDDEN), "no name");
+        assert_eq!(
+            answer(&origins, job(json!("migrate"), json!(null), "m:1", plain_env), t0),
+            Err(FORBIDDEN)
+        );
+        assert_eq!(
+            answer(&origins, job(json!("other"), json!(null), "m:1", marker.clone()), t0),
+            Err(NOT_YET)
+        );
+        assert_eq!(
+            answer(&origins, job(json!(null), json!(null), "m:1", marker), t0),
+            Err(FORBIDDEN),
+            "no name"
+        );
         let late = t0 + crate::job_origins::TOMBSTONE_TTL + Duration::from_secs(1);
         assert_eq!(answer(&origins, recreated, late), Err(NOT_YET), "forgotten");
     }
@@ -196,17 +221,25 @@ mod tests {
     fn a_job_is_spawned_only_from_its_cron_job() {
         let t0 = Instant::now();
         let origins = JobOrigins::default();
-        let owner = |uid: &str| {
-            json!([{"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": uid, "controller": true}])
-        };
+        let owner = |uid: &str| json!([{"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": uid, "controller": true}]);
         let marker = json!([{"name": "STAKATER_APP_CONFIG_CONFIGMAP", "value": "abc"}]);
         let spawned = job(json!(null), owner("cj-1"), "r:1", marker.clone());
         assert_eq!(answer(&origins, spawned.clone(), t0), Err(NOT_YET), "CronJob not seen");
         let (uid, digest) = cron_job_digest(&cron_job("cj-1"), &keys()).unwrap();
-        origins.seen(WorkloadKey::new(WorkloadKind::CronJob, "ns", "nightly"), JobOrigin::CronJob { uid, digest });
+        origins.seen(
+            WorkloadKey::new(WorkloadKind::CronJob, "ns", "nightly"),
+            JobOrigin::CronJob { uid, digest },
+        );
         assert_eq!(answer(&origins, spawned, t0), Ok(()));
-        assert_eq!(answer(&origins, job(json!(null), owner("cj-1"), "evil:1", marker.clone()), t0), Err(FORBIDDEN));
-        assert_eq!(answer(&origins, job(json!(null), owner("cj-2"), "r:1", marker), t0), Err(FORBIDDEN), "another uid");
+        assert_eq!(
+            answer(&origins, job(json!(null), owner("cj-1"), "evil:1", marker.clone()), t0),
+            Err(FORBIDDEN)
+        );
+        assert_eq!(
+            answer(&origins, job(json!(null), owner("cj-2"), "r:1", marker), t0),
+            Err(FORBIDDEN),
+            "another uid"
+        );
     }
 
     #[test]

@@ -126,8 +126,10 @@ async fn mutate(State(ctx): State<Arc<AdmissionState>>, headers: HeaderMap, body
 }
 
 async fn validate_jobs(State(ctx): State<Arc<AdmissionState>>, headers: HeaderMap, body: Body) -> Response {
-    answer(ctx, headers, body, |ctx, request| job_fence::review(&ctx.origins, &ctx.keys, request, Instant::now()))
-        .await
+    answer(ctx, headers, body, |ctx, request| {
+        job_fence::review(&ctx.origins, &ctx.keys, request, Instant::now())
+    })
+    .await
 }
 
 /// Reads a review, answers it with `review` inside its span, and counts the answer.
@@ -135,7 +137,10 @@ async fn answer(
     ctx: Arc<AdmissionState>,
     headers: HeaderMap,
     body: Body,
-    review: impl FnOnce(&AdmissionState, &AdmissionRequest<DynamicObject>) -> (AdmissionResponse, AdmissionOutcome),
+    review: impl FnOnce(
+        &AdmissionState,
+        &AdmissionRequest<DynamicObject>,
+    ) -> (AdmissionResponse, AdmissionOutcome),
 ) -> Response {
     let started = Instant::now();
     let request = match intake::read_request(&headers, body).await {

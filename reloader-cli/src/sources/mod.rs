@@ -93,7 +93,8 @@ pub(crate) fn watches(
         let namespace = namespace.as_deref();
         watches.extend(resources::watches(client, config, namespace, state, metrics));
         for kind in kinds.iter() {
-            let target = workloads::WorkloadTarget::new(state.clone(), kind, namespace, &config.keys, origins);
+            let target =
+                workloads::WorkloadTarget::new(state.clone(), kind, namespace, &config.keys, origins);
             watches.push(workloads::watch(client, target, crd_wait, metrics));
         }
     }

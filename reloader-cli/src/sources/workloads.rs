@@ -98,7 +98,8 @@ impl<K: KindObject> IndexTarget<K> for WorkloadTarget {
     fn apply(&mut self, object: K, phase: Phase) -> Option<WorkloadKey> {
         if let Some(origins) = &self.origins
             && let Some(origin) = object.job_origin(&self.keys)
-            && let (Some(namespace), Some(name)) = (object.meta().namespace.as_deref(), object.meta().name.as_deref())
+            && let (Some(namespace), Some(name)) =
+                (object.meta().namespace.as_deref(), object.meta().name.as_deref())
         {
             origins.seen(WorkloadKey::new(self.kind, namespace, name), origin);
         }

@@ -264,9 +264,18 @@ fn stripping_markers_leaves_everything_else() {
     let recorded = json!({LAST_RELOADED_FROM: "{}", "team": "a"});
     // (template, the same after stripping)
     let rows = [
-        (template(json!([marker, plain]), json!([marker]), recorded.clone()), template(json!([plain]), json!(null), json!({"team": "a"}))),
-        (template(json!([marker]), json!([plain]), json!({LAST_RELOADED_FROM: "{}"})), template(json!(null), json!([plain]), json!(null))),
-        (template(json!([near_miss]), json!(null), json!({"team": "a"})), template(json!([near_miss]), json!(null), json!({"team": "a"}))),
+        (
+            template(json!([marker, plain]), json!([marker]), recorded.clone()),
+            template(json!([plain]), json!(null), json!({"team": "a"})),
+        ),
+        (
+            template(json!([marker]), json!([plain]), json!({LAST_RELOADED_FROM: "{}"})),
+            template(json!(null), json!([plain]), json!(null)),
+        ),
+        (
+            template(json!([near_miss]), json!(null), json!({"team": "a"})),
+            template(json!([near_miss]), json!(null), json!({"team": "a"})),
+        ),
     ];
     for (i, (mut given, want)) in rows.into_iter().enumerate() {
         strip_markers(&mut given, &keys());

@@ -100,7 +100,8 @@ pub fn cron_job_digest(cron_job: &CronJob, keys: &AnnotationKeys) -> Option<(Str
 pub fn spawned_job_digest(job: &Job, keys: &AnnotationKeys) -> Option<(ClaimedCronJob, OriginDigest)> {
     let meta = &job.metadata;
     let [owner] = meta.owner_references.as_deref()? else { return None };
-    let is_cron_job = owner.api_version == "batch/v1" && owner.kind == "CronJob" && owner.controller == Some(true);
+    let is_cron_job =
+        owner.api_version == "batch/v1" && owner.kind == "CronJob" && owner.controller == Some(true);
     if !is_cron_job {
         return None;
     }

@@ -36,9 +36,12 @@ fn as_served(mut job: Value, uid: &str) -> Value {
         "job-name": name, "batch.kubernetes.io/job-name": name});
     let spec = &mut job["spec"];
     spec["selector"] = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
-    for (field, value) in [("backoffLimit", json!(6)), ("completionMode", json!("NonIndexed")),
-        ("suspend", json!(false)), ("podReplacementPolicy", json!("TerminatingOrFailed"))]
-    {
+    for (field, value) in [
+        ("backoffLimit", json!(6)),
+        ("completionMode", json!("NonIndexed")),
+        ("suspend", json!(false)),
+        ("podReplacementPolicy", json!("TerminatingOrFailed")),
+    ] {
         if spec.get(field).is_none() {
             spec[field] = value;
         }
@@ -110,19 +113,56 @@ fn changed(job: &Job, edit: impl Fn(&mut Value)) -> Job {
 /// What a stolen token would change in a Job it creates, each of which the fence must see.
 fn tampering() -> Vec<(&'static str, Box<dyn Fn(&mut Value)>)> {
     vec![
-        ("image", Box::new(|v: &mut Value| v["spec"]["template"]["spec"]["containers"][0]["image"] = json!("evil:1"))),
-        ("command", Box::new(|v: &mut Value| v["spec"]["template"]["spec"]["containers"][0]["command"] = json!(["sh"]))),
-        ("plain env", Box::new(|v: &mut Value| v["spec"]["template"]["spec"]["containers"][0]["env"] = json!([{"name": "MODE", "value": "x"}]))),
-        ("hostPath volume", Box::new(|v: &mut Value| v["spec"]["template"]["spec"]["volumes"] = json!([{"name": "root", "hostPath": {"path": "/"}}]))),
-        ("service account", Box::new(|v: &mut Value| v["spec"]["template"]["spec"]["serviceAccountName"] = json!("admin"))),
-        ("pod label", Box::new(|v: &mut Value| v["spec"]["template"]["metadata"]["labels"]["extra"] = json!("1"))),
-        ("privileged", Box::new(|v: &mut Value| v["spec"]["template"]["spec"]["containers"][0]["securityContext"] = json!({"privileged": true}))),
-        ("second container", Box::new(|v: &mut Value| {
-            let containers = &mut v["spec"]["template"]["spec"]["containers"];
-            let mut extra = containers[0].clone();
-            extra["name"] = json!("sidecar");
-            containers.as_array_mut().unwrap().push(extra);
-        })),
+        (
+            "image",
+            Box::new(|v: &mut Value| {
+                v["spec"]["template"]["spec"]["containers"][0]["image"] = json!("evil:1")
+            }),
+        ),
+        (
+            "command",
+            Box::new(|v: &mut Value| {
+                v["spec"]["template"]["spec"]["containers"][0]["command"] = json!(["sh"])
+            }),
+        ),
+        (
+            "plain env",
+            Box::new(|v: &mut Value| {
+                v["spec"]["template"]["spec"]["containers"][0]["env"] =
+                    json!([{"name": "MODE", "value": "x"}])
+            }),
+        ),
+        (
+            "hostPath volume",
+            Box::new(|v: &mut Value| {
+                v["spec"]["template"]["spec"]["volumes"] =
+                    json!([{"name": "root", "hostPath": {"path": "/"}}])
+            }),
+        ),
+        (
+            "service account",
+            Box::new(|v: &mut Value| v["spec"]["template"]["spec"]["serviceAccountName"] = json!("admin")),
+        ),
+        (
+            "pod label",
+            Box::new(|v: &mut Value| v["spec"]["template"]["metadata"]["labels"]["extra"] = json!("1")),
+        ),
+        (
+            "privileged",
+            Box::new(|v: &mut Value| {
+                v["spec"]["template"]["spec"]["containers"][0]["securityContext"] =
+                    json!({"privileged": true})
+            }),
+        ),
+        (
+            "second container",
+            Box::new(|v: &mut Value| {
+                let containers = &mut v["spec"]["template"]["spec"]["containers"];
+                let mut extra = containers[0].clone();
+                extra["name"] = json!("sidecar");
+                containers.as_array_mut().unwrap().push(extra);
+            }),
+        ),
         ("parallelism", Box::new(|v: &mut Value| v["spec"]["parallelism"] = json!(500))),
         ("job annotation", Box::new(|v: &mut Value| v["metadata"]["annotations"]["extra"] = json!("1"))),
         ("finalizer", Box::new(|v: &mut Value| v["metadata"]["finalizers"] = json!(["example.com/hold"]))),
@@ -132,7 +172,8 @@ fn tampering() -> Vec<(&'static str, Box<dyn Fn(&mut Value)>)> {
 #[test]
 fn a_recreated_job_has_its_origins_digest() {
     let plain = template(json!({"app": "migrate"}), json!([env_var("MODE", "a")]));
-    let marked = template(json!({"app": "migrate"}), json!([env_var("MODE", "a"), env_var(ENV_CM, H1.to_hex())]));
+    let marked =
+        template(json!({"app": "migrate"}), json!([env_var("MODE", "a"), env_var(ENV_CM, H1.to_hex())]));
     let annotated = {
         let mut t = plain.clone();
         t["metadata"]["annotations"] = marker_annotation(&cm(), H1, "migrate");
@@ -210,6 +251,10 @@ fn the_garbage_collectors_finalizers_are_not_the_jobs() {
             v["metadata"]["finalizers"] = json!([finalizer]);
             v["metadata"]["deletionTimestamp"] = json!(NOW);
         });
-        assert_eq!(recreated_job_digest(&being_deleted, &keys()), recreated_job_digest(&origin, &keys()), "{finalizer}");
+        assert_eq!(
+            recreated_job_digest(&being_deleted, &keys()),
+            recreated_job_digest(&origin, &keys()),
+            "{finalizer}"
+        );
     }
 }

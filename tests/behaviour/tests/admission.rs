@@ -494,7 +494,8 @@ async fn the_job_fence_lets_the_controller_create_only_what_a_reload_creates() {
     let account = "reloader";
     let kubeconfig = KubeconfigFile::for_service_account(plane, namespace, account).await.unwrap();
     grant_namespaced_reloader_role(client, namespace, namespace, account).await.unwrap();
-    let own_token = Client::try_from(plane.service_account_config(namespace, account).await.unwrap()).unwrap();
+    let own_token =
+        Client::try_from(plane.service_account_config(namespace, account).await.unwrap()).unwrap();
     let config = ResourceRef::configmap(CONFIG);
     resources.create(&config, &[("mode", "one")]).await.unwrap();
 
@@ -529,7 +530,10 @@ async fn the_job_fence_lets_the_controller_create_only_what_a_reload_creates() {
     // Created by someone else (the test, as admin): not the fence's business.
     let admin_jobs: Api<Job> = Api::namespaced(client.clone(), namespace);
     let watched = json!({"configmap.reloader.stakater.com/reload": CONFIG});
-    admin_jobs.create(&PostParams::default(), &job_manifest("migrate", watched.clone(), None, "m:1", json!(null))).await.unwrap();
+    admin_jobs
+        .create(&PostParams::default(), &job_manifest("migrate", watched.clone(), None, "m:1", json!(null)))
+        .await
+        .unwrap();
     let cron_jobs: Api<CronJob> = Api::namespaced(client.clone(), namespace);
     let cron_job: CronJob = serde_json::from_value(json!({
         "metadata": {"name": "nightly", "annotations": watched},
@@ -547,7 +551,11 @@ async fn the_job_fence_lets_the_controller_create_only_what_a_reload_creates() {
     let hash = resources.update_data(&config, &[("mode", "two")]).await.unwrap();
     let recreated = wait_until("the Job recreated with its marker", RELOAD_TIMEOUT, || async {
         let job = admin_jobs.get_opt("migrate").await?.ok_or_else(|| NotYet("no Job migrate".into()))?;
-        if env_marker(&job).as_deref() == Some(hash.as_str()) { Ok(job) } else { Err(NotYet("no marker yet".into())) }
+        if env_marker(&job).as_deref() == Some(hash.as_str()) {
+            Ok(job)
+        } else {
+            Err(NotYet("no marker yet".into()))
+        }
     })
     .await
     .unwrap();
@@ -561,15 +569,15 @@ async fn the_job_fence_lets_the_controller_create_only_what_a_reload_creates() {
     })
     .await
     .unwrap();
-    let allowed = reloader.metric(r#"reloader_admission_requests_total{operation="CREATE",result="allowed"}"#);
+    let allowed =
+        reloader.metric(r#"reloader_admission_requests_total{operation="CREATE",result="allowed"}"#);
     assert!(allowed.await.unwrap().unwrap_or_default() >= 2.0, "both creations went through the fence");
 
     // The controller's own token: a Job differing from its origin, or with none, is refused.
     let marker = json!([{"name": marker_name(), "value": hash}]);
-    let owner = |uid: &str| {
-        json!({"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": uid, "controller": true})
-    };
-    let mut tampered_spawn = job_manifest("nightly-evil", json!({}), Some(owner(&cron_uid)), "busybox:evil", marker.clone());
+    let owner = |uid: &str| json!({"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": uid, "controller": true});
+    let mut tampered_spawn =
+        job_manifest("nightly-evil", json!({}), Some(owner(&cron_uid)), "busybox:evil", marker.clone());
     tampered_spawn.metadata.labels = spawned.metadata.labels.clone();
     let status = denied(&own_jobs, &tampered_spawn, "a spawn with another image").await;
     assert_eq!(status.code, 403, "{status:?}");
@@ -578,7 +586,8 @@ async fn the_job_fence_lets_the_controller_create_only_what_a_reload_creates() {
     assert_eq!(denied(&own_jobs, &fake_owner, "a spawn from a CronJob that is not there").await.code, 403);
     // No origin under that name: 429 (the origin may not be seen yet), which the client retries
     // until it gives up; never created.
-    let attempt = tokio::time::timeout(RETRIES_GIVEN, own_jobs.create(&PostParams::default(), &stranger)).await;
+    let attempt =
+        tokio::time::timeout(RETRIES_GIVEN, own_jobs.create(&PostParams::default(), &stranger)).await;
     assert!(!matches!(attempt, Ok(Ok(_))), "a Job with no origin must be refused, got {attempt:?}");
     assert!(admin_jobs.get_opt("stranger").await.unwrap().is_none(), "a Job with no origin was created");
 
@@ -597,7 +606,8 @@ async fn the_job_fence_lets_the_controller_create_only_what_a_reload_creates() {
         ("another image", "busybox:evil", marker.clone()),
         ("a plain env var", "m:1", json!([{"name": "MODE", "value": "debug"}])),
     ] {
-        let status = denied(&own_jobs, &job_manifest("migrate", watched.clone(), None, image, env), what).await;
+        let status =
+            denied(&own_jobs, &job_manifest("migrate", watched.clone(), None, image, env), what).await;
         assert_eq!(status.code, 403, "{what}: {status:?}");
         assert!(status.message.contains("differs from"), "{what}: {status:?}");
     }

@@ -844,7 +844,10 @@ fn write_fence(set: &Rendered) -> Check {
     let wanted = set.values["writeFence"]["enabled"] != false && served;
     job_fence(set, wanted)?;
     if !wanted {
-        return ensure(policies.is_empty() && bindings.is_empty(), "no write fence when opted out or not served");
+        return ensure(
+            policies.is_empty() && bindings.is_empty(),
+            "no write fence when opted out or not served",
+        );
     }
     let name = format!("{NAMESPACE}-{FULLNAME}-write-fence");
     let [policy] = policies[..] else {
@@ -896,16 +899,21 @@ fn job_fence(set: &Rendered, fence: bool) -> Check {
         return ensure(configs.is_empty(), "no Job fence without the fence, the webhook or Jobs to create");
     }
     let [config] = configs[..] else { return Err(format!("one Job fence webhook, got {}", configs.len())) };
-    ensure(config["metadata"]["name"] == format!("{FULLNAME}-job-fence").as_str(), "named <fullname>-job-fence")?;
+    ensure(
+        config["metadata"]["name"] == format!("{FULLNAME}-job-fence").as_str(),
+        "named <fullname>-job-fence",
+    )?;
     let [hook] = config["webhooks"].as_array().map(Vec::as_slice).unwrap_or_default() else {
         return Err("one webhook".into());
     };
     ensure(hook["failurePolicy"] == "Fail", "fails closed")?;
     ensure(hook["clientConfig"]["service"]["path"] == "/validate-jobs", "path /validate-jobs")?;
-    let service = find(set.docs, "Service", Some(text(&hook["clientConfig"]["service"]["name"])), Some(NAMESPACE));
+    let service =
+        find(set.docs, "Service", Some(text(&hook["clientConfig"]["service"]["name"])), Some(NAMESPACE));
     ensure(service.len() == 1, "the webhook's Service is rendered")?;
     ensure(
-        hook["rules"] == json!([{"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE"],
+        hook["rules"]
+            == json!([{"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE"],
             "resources": ["jobs"], "scope": "Namespaced"}]),
         format!("Job creations only: {}", hook["rules"]),
     )?;

@@ -128,7 +128,8 @@ async fn jobs_through_the_fence(cluster: &Cluster) {
         let listed = jobs.list(&ListParams::default()).await?.items;
         let marked = |prefix: &str| {
             listed.iter().any(|job| {
-                job.metadata.name.as_deref().is_some_and(|name| name.starts_with(prefix)) && batch_marker(job).is_some()
+                job.metadata.name.as_deref().is_some_and(|name| name.starts_with(prefix))
+                    && batch_marker(job).is_some()
             })
         };
         if marked("nightly-") && marked("migrate") { Ok(()) } else { Err(NotYet::because("not both yet")) }
@@ -140,7 +141,8 @@ async fn jobs_through_the_fence(cluster: &Cluster) {
     // origin (429, which the client retries until it gives up): neither is created.
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), RELEASE_NAMESPACE);
     let controller = deployments.list(&ListParams::default().labels(RELEASE_SELECTOR)).await.unwrap().items;
-    let account = controller[0].spec.as_ref().and_then(|s| s.template.spec.as_ref()?.service_account_name.clone());
+    let account =
+        controller[0].spec.as_ref().and_then(|s| s.template.spec.as_ref()?.service_account_name.clone());
     let mut config = cluster.plane.admin_config().clone();
     config.auth_info.impersonate =
         Some(format!("system:serviceaccount:{RELEASE_NAMESPACE}:{}", account.expect("a ServiceAccount")));
@@ -159,11 +161,15 @@ async fn jobs_through_the_fence(cluster: &Cluster) {
         other => panic!("a spawn with another image must be refused, got {other:?}"),
     }
     let stranger: Job =
-        serde_json::from_value(json!({"metadata": {"name": "stranger"}, "spec": job_spec("busybox")})).unwrap();
-    let attempt = tokio::time::timeout(std::time::Duration::from_secs(5), as_controller.create(&PostParams::default(), &stranger)).await;
+        serde_json::from_value(json!({"metadata": {"name": "stranger"}, "spec": job_spec("busybox")}))
+            .unwrap();
+    let attempt = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        as_controller.create(&PostParams::default(), &stranger),
+    )
+    .await;
     assert!(!matches!(attempt, Ok(Ok(_))), "a Job with no origin must be refused, got {attempt:?}");
     for name in ["nightly-evil", "stranger"] {
         assert!(jobs.get_opt(name).await.unwrap().is_none(), "{name} was created");
     }
 }
-

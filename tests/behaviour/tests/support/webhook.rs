@@ -3,7 +3,9 @@
 //! MutatingWebhookConfiguration that is deleted when dropped.
 
 use base64::Engine as _;
-use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::core::ApiResource;
