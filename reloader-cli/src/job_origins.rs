@@ -39,7 +39,7 @@ pub(crate) enum Lookup {
     Unknown,
 }
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Origins {
     jobs: HashMap<WorkloadKey, OriginDigest>,
     cron_jobs: HashMap<WorkloadKey, (String, OriginDigest)>,
@@ -47,7 +47,7 @@ struct Origins {
 }
 
 /// The store; one per process, shared by the watches and the webhook.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub(crate) struct JobOrigins {
     origins: Mutex<Origins>,
 }

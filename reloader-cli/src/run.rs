@@ -274,17 +274,10 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     // The watches.
     let mut synced = Vec::new();
     let crd_wait = CrdWait::new(client.clone(), health.clone());
-    let watches = sources::watches(
-        &client,
-        &sources_config,
-        &kinds,
-        &reconciler,
-        &scope,
-        &crd_wait,
-        job_origins.as_ref(),
-        &metrics.watches(),
-    );
-    for watch in watches {
+    let sources_config = sources_config.with_job_origins(job_origins);
+    for watch in
+        sources::watches(&client, &sources_config, &kinds, &reconciler, &scope, &crd_wait, &metrics.watches())
+    {
         synced.push(watch.synced);
         supervisor.spawn(watch.name, async move {
             watch.task.await;

@@ -122,7 +122,7 @@ fn router(ctx: Arc<AdmissionState>) -> Router {
 }
 
 async fn mutate(State(ctx): State<Arc<AdmissionState>>, headers: HeaderMap, body: Body) -> Response {
-    answer(ctx, headers, body, |ctx, request| review::review(ctx, request)).await
+    answer(ctx, headers, body, review::review).await
 }
 
 async fn validate_jobs(State(ctx): State<Arc<AdmissionState>>, headers: HeaderMap, body: Body) -> Response {

@@ -46,6 +46,8 @@ pub(crate) struct SourcesConfig {
     secret_field_selector: Option<String>,
     csi: bool,
     keys: AnnotationKeys,
+    /// Where the Job and CronJob watches keep origins for the webhook's Job fence, when it runs.
+    job_origins: Option<Arc<JobOrigins>>,
 }
 
 impl SourcesConfig {
@@ -64,6 +66,7 @@ impl SourcesConfig {
             secret_field_selector: (!secret_field_selector.is_empty()).then_some(secret_field_selector),
             csi: options.enable_csi_integration,
             keys: options.keys.clone(),
+            job_origins: None,
         }
     }
 
@@ -71,6 +74,11 @@ impl SourcesConfig {
     /// watch (start-up has said so once).
     pub(crate) fn without_csi(self) -> Self {
         SourcesConfig { csi: false, ..self }
+    }
+
+    /// The Job and CronJob watches also keep `origins` (the webhook's Job fence runs).
+    pub(crate) fn with_job_origins(self, origins: Option<Arc<JobOrigins>>) -> Self {
+        SourcesConfig { job_origins: origins, ..self }
     }
 }
 
@@ -82,7 +90,6 @@ pub(crate) fn watches(
     state: &Arc<impl WatchedState + 'static>,
     scope: &ScopeFilter,
     crd_wait: &CrdWait,
-    origins: Option<&Arc<JobOrigins>>,
     metrics: &WatchMetrics,
 ) -> Vec<Watch> {
     let mut watches = Vec::new();
@@ -93,8 +100,13 @@ pub(crate) fn watches(
         let namespace = namespace.as_deref();
         watches.extend(resources::watches(client, config, namespace, state, metrics));
         for kind in kinds.iter() {
-            let target =
-                workloads::WorkloadTarget::new(state.clone(), kind, namespace, &config.keys, origins);
+            let target = workloads::WorkloadTarget::new(
+                state.clone(),
+                kind,
+                namespace,
+                &config.keys,
+                config.job_origins.as_ref(),
+            );
             watches.push(workloads::watch(client, target, crd_wait, metrics));
         }
     }

@@ -110,8 +110,11 @@ fn changed(job: &Job, edit: impl Fn(&mut Value)) -> Job {
     serde_json::from_value(value).unwrap()
 }
 
+/// One change to a Job's JSON, named.
+type Tamper = (&'static str, Box<dyn Fn(&mut Value)>);
+
 /// What a stolen token would change in a Job it creates, each of which the fence must see.
-fn tampering() -> Vec<(&'static str, Box<dyn Fn(&mut Value)>)> {
+fn tampering() -> Vec<Tamper> {
     vec![
         (
             "image",
