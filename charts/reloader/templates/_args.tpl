@@ -40,7 +40,15 @@ binary's own default applies.
 {{- if $r.reloadOnDelete }}{{ $args = append $args "--reload-on-delete=true" }}{{ end -}}
 {{- if $r.syncAfterRestart }}{{ $args = append $args "--sync-after-restart=true" }}{{ end -}}
 {{- if and $r.reloadStrategy (ne $r.reloadStrategy "default") }}{{ $args = append $args (printf "--reload-strategy=%s" $r.reloadStrategy) }}{{ end -}}
-{{- if $r.enableHA }}{{ $args = append $args "--enable-ha=true" }}{{ end -}}
+{{- if $r.enableHA -}}
+  {{- $args = append $args "--enable-ha=true" -}}
+  {{- with $r.leaderElection -}}
+    {{- with .leaseDuration }}{{ $args = append $args (printf "--leader-election-lease-duration=%s" .) }}{{ end -}}
+    {{- with .renewDeadline }}{{ $args = append $args (printf "--leader-election-renew-deadline=%s" .) }}{{ end -}}
+    {{- with .retryPeriod }}{{ $args = append $args (printf "--leader-election-retry-period=%s" .) }}{{ end -}}
+    {{- with .id }}{{ $args = append $args (printf "--leader-election-id=%s" .) }}{{ end -}}
+  {{- end -}}
+{{- end -}}
 {{- if $r.autoReloadAll }}{{ $args = append $args "--auto-reload-all=true" }}{{ end -}}
 {{- if $r.enablePProf -}}
   {{- $args = append $args "--enable-pprof" -}}

@@ -203,7 +203,19 @@ fn validation_errors_name_the_flag_and_the_value() {
         ),
         (
             |r| r.leader_election_retry_period = "10s".into(),
-            r#"invalid value "10s" for --leader-election-retry-period: must be shorter than --leader-election-renew-deadline (10s)"#,
+            r#"invalid value "10s" for --leader-election-retry-period: must be shorter than --leader-election-renew-deadline (10s) divided by 1.2 (retries are jittered)"#,
+        ),
+        (
+            |r| r.leader_election_retry_period = "8500ms".into(),
+            r#"invalid value "8500ms" for --leader-election-retry-period: must be shorter than --leader-election-renew-deadline (10s) divided by 1.2 (retries are jittered)"#,
+        ),
+        (
+            |r| r.leader_election_lease_duration = "15500ms".into(),
+            r#"invalid value "15500ms" for --leader-election-lease-duration: must be a whole number of seconds, at most 2147483647s (the Lease records whole seconds)"#,
+        ),
+        (
+            |r| r.leader_election_lease_duration = "2147483648s".into(),
+            r#"invalid value "2147483648s" for --leader-election-lease-duration: must be a whole number of seconds, at most 2147483647s (the Lease records whole seconds)"#,
         ),
         (
             |r| r.leader_election_id = "Lock!".into(),

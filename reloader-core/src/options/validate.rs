@@ -15,6 +15,9 @@ use super::{
 use crate::annotations::{AnnotationKeys, parse_go_bool};
 use crate::model::ReloadStrategy;
 use crate::selector::{check_dns_label, check_dns_subdomain, check_qualified_name};
+
+/// The most a retry of leader election is delayed, as a factor of the retry period.
+const RETRY_JITTER: f64 = 1.2;
 use crate::timing::{LoopGuard, Windows};
 
 impl RawOptions {
@@ -195,6 +198,18 @@ impl RawOptions {
             positive_duration("--leader-election-renew-deadline", &self.leader_election_renew_deadline)?;
         let retry_period =
             positive_duration("--leader-election-retry-period", &self.leader_election_retry_period)?;
+        // The Lease records its duration in whole seconds (an int32): a fraction would let a
+        // follower judge it expired before the leader's renew deadline, two leaders at once.
+        if lease_duration.subsec_nanos() != 0 || lease_duration.as_secs() > i32::MAX as u64 {
+            return Err(invalid(
+                "--leader-election-lease-duration",
+                &self.leader_election_lease_duration,
+                format!(
+                    "must be a whole number of seconds, at most {}s (the Lease records whole seconds)",
+                    i32::MAX
+                ),
+            ));
+        }
         if renew_deadline >= lease_duration {
             return Err(invalid(
                 "--leader-election-renew-deadline",
@@ -205,12 +220,13 @@ impl RawOptions {
                 ),
             ));
         }
-        if retry_period >= renew_deadline {
+        // Retries are jittered by up to a fifth (client-go's JitterFactor 1.2, as Stakater checks).
+        if retry_period.mul_f64(RETRY_JITTER) >= renew_deadline {
             return Err(invalid(
                 "--leader-election-retry-period",
                 &self.leader_election_retry_period,
                 format!(
-                    "must be shorter than --leader-election-renew-deadline ({})",
+                    "must be shorter than --leader-election-renew-deadline ({}) divided by {RETRY_JITTER} (retries are jittered)",
                     self.leader_election_renew_deadline
                 ),
             ));

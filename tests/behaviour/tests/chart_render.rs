@@ -3,7 +3,7 @@
 //! call for, grants the chart's ServiceAccount exactly the RBAC of docs/compatibility.md §13, and
 //! renders each set's details (HA, webhook, network policy, monitors...). Values that break the
 //! schema or combine badly are refused with a message naming the key, and a values file written
-//! for Stakater's chart 2.2.16, with all its keys, renders.
+//! for Stakater's chart 2.2.16 (and 2.2.17), with all its keys, renders.
 //!
 //! The expectations are written from docs/compatibility.md §1/§2/§13, independently of the
 //! templates. That the granted RBAC is enough and each rule needed is proven with the real binary
@@ -112,6 +112,17 @@ fn rows() -> Vec<Row> {
             json!({"reloader": {"enableHA": true, "deployment": {"replicas": 2},
                                 "podDisruptionBudget": {"enabled": true, "minAvailable": 1}}}),
             Some(ha),
+        ),
+        row(
+            "enableHA with Stakater 2.2.17's leaderElection timings and id",
+            json!({"reloader": {"enableHA": true, "deployment": {"replicas": 2}, "leaderElection": {
+                "leaseDuration": "30s", "renewDeadline": "20s", "retryPeriod": "4s", "id": "team-a-lock"}}}),
+            Some(ha),
+        ),
+        row(
+            "leaderElection without enableHA: no flags",
+            json!({"reloader": {"leaderElection": {"leaseDuration": "30s", "id": "team-a-lock"}}}),
+            None,
         ),
         row(
             "replicas=3 without enableHA",
@@ -255,6 +266,7 @@ fn rows() -> Vec<Row> {
             Some(no_rbac),
         ),
         row("Stakater 2.2.16 values file", stakater_2_2_16(), Some(stakater_file)),
+        row("Stakater 2.2.17 values file", stakater_2_2_17(), Some(stakater_file)),
         row("Stakater chart 1.x image keys", stakater_1_x(), Some(legacy_image)),
         row(
             "Stakater chart 1.x image keys under global.imageRegistry",
@@ -275,6 +287,11 @@ fn rows() -> Vec<Row> {
 const REJECTED: &[(&str, &str, &str)] = &[
     ("reloader.reloadStrategy=foo", r#"{"reloader": {"reloadStrategy": "foo"}}"#, "/reloader/reloadStrategy"),
     ("reloader.enableHA=notabool", r#"{"reloader": {"enableHA": "notabool"}}"#, "/reloader/enableHA"),
+    (
+        "reloader.leaderElection with a misspelt key",
+        r#"{"reloader": {"leaderElection": {"leaseDurationSeconds": "30"}}}"#,
+        "leaseDurationSeconds",
+    ),
     ("reloader.logFormat=xml", r#"{"reloader": {"logFormat": "xml"}}"#, "/reloader/logFormat"),
     ("typo under reloader", r#"{"reloader": {"enableHa": true}}"#, "'enableHa' not allowed"),
     (
@@ -492,6 +509,19 @@ fn expected_args(values: &Value) -> Vec<String> {
     ] {
         if on(&r[key]) {
             args.push(format!("{flag}=true"));
+        }
+    }
+    if on(&r["enableHA"]) {
+        // Stakater's chart 2.2.17: each timing, and the Lease's name, only when set.
+        for (key, flag) in [
+            ("leaseDuration", "--leader-election-lease-duration"),
+            ("renewDeadline", "--leader-election-renew-deadline"),
+            ("retryPeriod", "--leader-election-retry-period"),
+            ("id", "--leader-election-id"),
+        ] {
+            if !text(&r["leaderElection"][key]).is_empty() {
+                args.push(format!("{flag}={}", text(&r["leaderElection"][key])));
+            }
         }
     }
     if text(&r["reloadStrategy"]) != "default" {
@@ -1285,6 +1315,15 @@ fn stakater_file(set: &Rendered) -> Check {
     ensure(keys == ["ALERT_WEBHOOK_URL"], "env.secret Secret")?;
     let service = one(set.docs, "Service", Some(FULLNAME), Some(NAMESPACE))?;
     ensure(service["spec"]["ipFamilyPolicy"] == "SingleStack", "service keys")
+}
+
+/// Chart 2.2.17 added `reloader.leaderElection` (empty timings by default; a later chart test
+/// sets `id` too).
+fn stakater_2_2_17() -> Value {
+    let mut values = stakater_2_2_16();
+    values["reloader"]["leaderElection"] =
+        json!({"leaseDuration": "", "renewDeadline": "", "retryPeriod": "", "id": ""});
+    values
 }
 
 /// A values file as a Stakater chart 2.2.16 user writes it: every key of that chart, with
