@@ -115,7 +115,8 @@ fn rows() -> Vec<Row> {
         ),
         row(
             "enableHA with Stakater 2.2.17's leaderElection timings and id",
-            json!({"reloader": {"enableHA": true, "deployment": {"replicas": 2}, "leaderElection": {
+            json!({"reloader": {"enableHA": true, "deployment": {"replicas": 2},
+                "podDisruptionBudget": {"enabled": true, "minAvailable": 1}, "leaderElection": {
                 "leaseDuration": "30s", "renewDeadline": "20s", "retryPeriod": "4s", "id": "team-a-lock"}}}),
             Some(ha),
         ),
