@@ -229,8 +229,10 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
 
     // The admission webhook, when configured: it answers from the same index and rules, and
     // fences the controller's own Job creations by the Jobs and CronJobs the watches keep.
-    let job_origins = options.admission_webhook.as_ref().map(|_| Arc::new(JobOrigins::default()));
+    let mut job_origins = None;
     if let Some(config) = options.admission_webhook.clone() {
+        let origins = Arc::new(JobOrigins::default());
+        job_origins = Some(origins.clone());
         let state = Arc::new(AdmissionState {
             index: index.clone(),
             keys: options.keys.clone(),
@@ -241,7 +243,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             scope: scope.clone(),
             kinds: kinds.clone(),
             hold: options.coalesce_period,
-            origins: job_origins.clone().unwrap_or_default(),
+            origins,
         });
         supervisor
             .spawn_service("admission webhook", crate::admission::serve(state, config, shutdown.clone()));
