@@ -221,6 +221,12 @@ pub struct RunArgs {
           default_value_t = false, default_missing_value = "true", value_parser = go_bool)]
     pub admission_webhook: bool,
 
+    /// Serve the Job fence (`/validate-jobs`): a Job this controller's ServiceAccount creates is
+    /// admitted only if a reload would create it (docs/security.md "Jobs")
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true, value_name = "BOOL",
+          default_value_t = false, default_missing_value = "true", value_parser = go_bool)]
+    pub job_fence: bool,
+
     /// PEM certificate chain of the admission webhook
     #[arg(long, value_name = "PATH")]
     pub webhook_tls_cert: Option<String>,
@@ -350,6 +356,7 @@ impl From<RunArgs> for RawOptions {
             dry_run,
             ignored_secret_types,
             admission_webhook,
+            job_fence,
             webhook_tls_cert,
             webhook_tls_key,
             webhook_client_ca,

@@ -227,12 +227,13 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         (Arc::new(executor), Some(executor_finished))
     };
 
-    // The admission webhook, when configured: it answers from the same index and rules, and
-    // fences the controller's own Job creations by the Jobs and CronJobs the watches keep.
+    // The admission server, when configured: `/mutate` answers from the same index and rules,
+    // the Job fence judges the controller's own Job creations by the Jobs and CronJobs the
+    // watches keep (kept only when the fence is served).
     let mut job_origins = None;
     if let Some(config) = options.admission_webhook.clone() {
-        let origins = Arc::new(JobOrigins::default());
-        job_origins = Some(origins.clone());
+        let origins = config.endpoints.job_fence.then(|| Arc::new(JobOrigins::default()));
+        job_origins = origins.clone();
         let state = Arc::new(AdmissionState {
             index: index.clone(),
             keys: options.keys.clone(),

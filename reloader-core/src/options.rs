@@ -151,6 +151,17 @@ pub struct AdmissionWebhook {
     /// `--webhook-client-ca`: only clients presenting a certificate this CA bundle signed (the
     /// API server, with its admission kubeconfig) are served.
     pub client_ca: Option<PathBuf>,
+    /// What the server answers: the mutating webhook, the Job fence, or both.
+    pub endpoints: AdmissionEndpoints,
+}
+
+/// The admission server's endpoints, each asked for by its own flag: `--admission-webhook`
+/// serves `/mutate` (docs/beyond-stakater.md §3), `--job-fence` serves `/validate-jobs` and keeps
+/// the Job origins it judges by (docs/security.md "Jobs"). At least one is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdmissionEndpoints {
+    pub mutate: bool,
+    pub job_fence: bool,
 }
 
 /// The `ALERT_*` settings.

@@ -83,8 +83,10 @@ binary's own default applies.
   {{- $types := include "reloader.csvList" $r.ignoredSecretTypes | fromJsonArray -}}
   {{- $args = append $args (printf "--ignored-secret-types=%s" (join "," $types)) -}}
 {{- end -}}
-{{- if .Values.webhook.enabled -}}
-  {{- $args = concat $args (list "--admission-webhook" "--webhook-tls-cert=/tls/tls.crt" "--webhook-tls-key=/tls/tls.key" (printf "--webhook-addr=:%v" .Values.webhook.port)) -}}
+{{- if .Values.webhook.enabled }}{{ $args = append $args "--admission-webhook" }}{{ end -}}
+{{- if include "reloader.jobFence" . }}{{ $args = append $args "--job-fence" }}{{ end -}}
+{{- if include "reloader.admissionServed" . -}}
+  {{- $args = concat $args (list "--webhook-tls-cert=/tls/tls.crt" "--webhook-tls-key=/tls/tls.key" (printf "--webhook-addr=:%v" .Values.webhook.port)) -}}
   {{- if include "reloader.webhookClientCAConfigMap" . -}}
     {{- $args = append $args (printf "--webhook-client-ca=/client-ca/%s" .Values.webhook.clientCA.key) -}}
   {{- end -}}

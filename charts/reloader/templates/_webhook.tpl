@@ -99,3 +99,29 @@ The workload kinds the webhook intercepts: those the controller reloads with the
 {{- end -}}
 {{- $from | toJson -}}
 {{- end -}}
+
+{{- /*
+(ours) "true" when the Job fence is served (writeFence.jobs, docs/security.md "Jobs"): with the write
+fence's policy (Kubernetes 1.30+: its matchConditions need it), when Jobs or CronJobs are reloaded,
+and, for "auto", where its server gets a certificate that survives the next render and the API
+server's addresses are known (see values.yaml).
+*/ -}}
+{{- define "reloader.jobFence" -}}
+{{- $r := .Values.reloader -}}
+{{- $w := .Values.webhook -}}
+{{- $jobs := toString .Values.writeFence.jobs -}}
+{{- $createsJobs := or (not $r.ignoreJobs) (not $r.ignoreCronJobs) -}}
+{{- $policy := .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy" -}}
+{{- if and .Values.writeFence.enabled $createsJobs $policy (ne $jobs "false") -}}
+  {{- /* Found only by an install or upgrade against the cluster, not by `helm template`. */ -}}
+  {{- $live := lookup "discovery.k8s.io/v1" "EndpointSlice" "default" "kubernetes" -}}
+  {{- $keptCertificate := or $w.certManager.enabled $w.tls.existingSecret $live -}}
+  {{- $knownPeers := or (not $w.networkPolicy.enabled) $w.networkPolicy.from $live -}}
+  {{- if or (eq $jobs "true") $w.enabled (and $keptCertificate $knownPeers) -}}true{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- /* "true" when the controller's pods serve admission requests: the mutating webhook, the Job fence, or both. */ -}}
+{{- define "reloader.admissionServed" -}}
+{{- if or .Values.webhook.enabled (include "reloader.jobFence" .) -}}true{{- end -}}
+{{- end -}}

@@ -1,12 +1,13 @@
-//! The opt-in mutating admission webhook (`--admission-webhook`, docs/beyond-stakater.md §3): HTTPS on
-//! `--webhook-addr` with the certificate from `--webhook-tls-cert`/`--webhook-tls-key`:
+//! The admission server (docs/beyond-stakater.md §3, docs/security.md "Jobs"): HTTPS on
+//! `--webhook-addr` with the certificate from `--webhook-tls-cert`/`--webhook-tls-key`, serving
+//! what its flags ask for:
 //!
-//! - `POST /mutate`: an AdmissionReview v1 for a workload, answered with the JSON patch that
-//!   keeps its markers across a re-apply (UPDATE) or stamps them with the current hashes
-//!   (CREATE). Always allowed: this webhook never blocks a write, and it answers from the index
-//!   in memory without calling the API server;
-//! - `POST /validate-jobs`: the Job fence (`job_fence`, docs/security.md "Jobs"): a Job the
-//!   controller's own ServiceAccount creates is allowed only if a reload would create it;
+//! - `POST /mutate` (`--admission-webhook`, opt-in): an AdmissionReview v1 for a workload,
+//!   answered with the JSON patch that keeps its markers across a re-apply (UPDATE) or stamps
+//!   them with the current hashes (CREATE). Always allowed: this webhook never blocks a write,
+//!   and it answers from the index in memory without calling the API server;
+//! - `POST /validate-jobs` (`--job-fence`, the chart's default where the write fence is): a Job
+//!   the controller's own ServiceAccount creates is allowed only if a reload would create it;
 //! - `GET /healthz`: 200 while the server runs.
 //!
 //! The certificate files are polled and a renewed pair is served without a restart. With
@@ -34,7 +35,7 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 use reloader_core::annotations::AnnotationKeys;
 use reloader_core::decide::DecideOptions;
 use reloader_core::index::Index;
-use reloader_core::options::AdmissionWebhook;
+use reloader_core::options::{AdmissionEndpoints, AdmissionWebhook};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
@@ -60,8 +61,8 @@ pub(crate) struct AdmissionState {
     pub(crate) metrics: AdmissionMetrics,
     /// `--coalesce-period`: how long a release's rollout is held (docs/beyond-stakater.md §11).
     pub(crate) hold: Duration,
-    /// What a Job the controller creates may come from (the Job fence).
-    pub(crate) origins: Arc<JobOrigins>,
+    /// What a Job the controller creates may come from: the Job fence's store, with `--job-fence`.
+    pub(crate) origins: Option<Arc<JobOrigins>>,
 }
 
 /// How often the certificate files are checked for a renewal.
@@ -107,29 +108,36 @@ async fn run(
     // Both end on `shutdown`; the certificate poller is owned here, not left running detached.
     tokio::join!(
         watch_certificate(certificate, client_ca, shutdown.clone()),
-        server::serve_tls(listener, acceptor, router(ctx), shutdown),
+        server::serve_tls(listener, acceptor, router(ctx, config.endpoints), shutdown),
     );
     Ok(())
 }
 
-fn router(ctx: Arc<AdmissionState>) -> Router {
+fn router(ctx: Arc<AdmissionState>, endpoints: AdmissionEndpoints) -> Router {
     // The body limit is `intake::MAX_REVIEW_BYTES`, applied while reading (no extractor reads it).
-    Router::new()
-        .route("/mutate", post(mutate))
-        .route("/validate-jobs", post(validate_jobs))
-        .route("/healthz", get(|| async { "ok" }))
-        .with_state(ctx)
+    // An endpoint not asked for is not routed (404): `/mutate` answers with hashes, so a server
+    // run for the Job fence alone must not answer it.
+    let mut router = Router::new().route("/healthz", get(|| async { "ok" }));
+    if endpoints.mutate {
+        router = router.route("/mutate", post(mutate));
+    }
+    // The origins store exists exactly when `--job-fence` asked for the fence (run.rs).
+    if let Some(origins) = ctx.origins.clone() {
+        router = router.route(
+            "/validate-jobs",
+            post(move |State(ctx): State<Arc<AdmissionState>>, headers: HeaderMap, body: Body| async move {
+                answer(ctx, headers, body, |ctx, request| {
+                    job_fence::review(&origins, &ctx.keys, request, Instant::now())
+                })
+                .await
+            }),
+        );
+    }
+    router.with_state(ctx)
 }
 
 async fn mutate(State(ctx): State<Arc<AdmissionState>>, headers: HeaderMap, body: Body) -> Response {
     answer(ctx, headers, body, review::review).await
-}
-
-async fn validate_jobs(State(ctx): State<Arc<AdmissionState>>, headers: HeaderMap, body: Body) -> Response {
-    answer(ctx, headers, body, |ctx, request| {
-        job_fence::review(&ctx.origins, &ctx.keys, request, Instant::now())
-    })
-    .await
 }
 
 /// Reads a review, answers it with `review` inside its span, and counts the answer.

@@ -58,6 +58,7 @@ pub struct RawOptions {
     pub dry_run: bool,
     pub ignored_secret_types: Vec<String>,
     pub admission_webhook: bool,
+    pub job_fence: bool,
     pub webhook_tls_cert: Option<String>,
     pub webhook_tls_key: Option<String>,
     pub webhook_client_ca: Option<String>,

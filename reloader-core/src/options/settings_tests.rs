@@ -31,11 +31,11 @@ fn warnings() {
         ),
         (
             |r| r.webhook_tls_cert = Some("/c".into()),
-            "--webhook-tls-cert/--webhook-tls-key/--webhook-client-ca have no effect without --admission-webhook",
+            "--webhook-tls-cert/--webhook-tls-key/--webhook-client-ca have no effect without --admission-webhook or --job-fence",
         ),
         (
             |r| r.webhook_client_ca = Some("/ca".into()),
-            "--webhook-tls-cert/--webhook-tls-key/--webhook-client-ca have no effect without --admission-webhook",
+            "--webhook-tls-cert/--webhook-tls-key/--webhook-client-ca have no effect without --admission-webhook or --job-fence",
         ),
         (
             |r| {
@@ -150,6 +150,17 @@ fn extension_settings() {
     assert_eq!(webhook.addr, ListenAddr { host: None, port: 9443 });
     assert_eq!(webhook.tls_cert, std::path::Path::new("/tls/tls.crt"));
     assert_eq!(webhook.client_ca.as_deref(), Some(std::path::Path::new("/tls/client-ca.crt")));
+    assert_eq!(webhook.endpoints, AdmissionEndpoints { mutate: true, job_fence: false });
+    let fence_only = options(|r| {
+        r.job_fence = true;
+        r.webhook_tls_cert = Some("/c".into());
+        r.webhook_tls_key = Some("/k".into());
+    });
+    assert_eq!(
+        fence_only.admission_webhook.map(|w| w.endpoints),
+        Some(AdmissionEndpoints { mutate: false, job_fence: true }),
+        "--job-fence alone runs the server with /validate-jobs only"
+    );
     assert_eq!(
         options(|r| {
             r.admission_webhook = true;

@@ -60,6 +60,7 @@ fn defaults() -> RawOptions {
         dry_run: false,
         ignored_secret_types: vec!["helm.sh/release.v1".into()],
         admission_webhook: false,
+        job_fence: false,
         webhook_tls_cert: None,
         webhook_tls_key: None,
         webhook_client_ca: None,
@@ -309,6 +310,7 @@ fn validation_errors_name_the_flag_and_the_value() {
             |r| r.admission_webhook = true,
             "--admission-webhook requires --webhook-tls-cert and --webhook-tls-key",
         ),
+        (|r| r.job_fence = true, "--job-fence requires --webhook-tls-cert and --webhook-tls-key"),
         (
             |r| {
                 r.admission_webhook = true;

@@ -9,8 +9,8 @@ use super::fields::{
 };
 use super::values::is_http_url;
 use super::{
-    AdmissionWebhook, AlertConfig, AlertSink, ConfigError, LeaderElection, ListenAddr, LogLevel,
-    MetaInfoTarget, NamespaceScope, Options, RawOptions, SensitiveString,
+    AdmissionEndpoints, AdmissionWebhook, AlertConfig, AlertSink, ConfigError, LeaderElection, ListenAddr,
+    LogLevel, MetaInfoTarget, NamespaceScope, Options, RawOptions, SensitiveString,
 };
 use crate::annotations::{AnnotationKeys, parse_go_bool};
 use crate::model::ReloadStrategy;
@@ -91,7 +91,8 @@ impl RawOptions {
         let ignored_secret_types =
             list("--ignored-secret-types", &self.ignored_secret_types)?.into_iter().collect();
         let admission_webhook = self.admission_webhook(metrics_addr, &mut warnings)?;
-        if admission_webhook.is_some() && webhook_url.is_some() {
+        if admission_webhook.as_ref().is_some_and(|webhook| webhook.endpoints.mutate) && webhook_url.is_some()
+        {
             warnings.push(
                 "--admission-webhook patches nothing with --webhook-url: that mode never writes a workload"
                     .into(),
@@ -274,10 +275,11 @@ impl RawOptions {
         let tls_cert = non_blank(self.webhook_tls_cert.as_deref());
         let tls_key = non_blank(self.webhook_tls_key.as_deref());
         let client_ca = non_blank(self.webhook_client_ca.as_deref());
-        if !self.admission_webhook {
+        let endpoints = AdmissionEndpoints { mutate: self.admission_webhook, job_fence: self.job_fence };
+        if !endpoints.mutate && !endpoints.job_fence {
             if tls_cert.is_some() || tls_key.is_some() || client_ca.is_some() {
                 warnings.push(
-                    "--webhook-tls-cert/--webhook-tls-key/--webhook-client-ca have no effect without --admission-webhook"
+                    "--webhook-tls-cert/--webhook-tls-key/--webhook-client-ca have no effect without --admission-webhook or --job-fence"
                         .into(),
                 );
             }
@@ -285,7 +287,7 @@ impl RawOptions {
         }
         let (Some(tls_cert), Some(tls_key)) = (tls_cert, tls_key) else {
             return Err(ConfigError::Requires {
-                flag: "--admission-webhook",
+                flag: if endpoints.mutate { "--admission-webhook" } else { "--job-fence" },
                 requirement: "--webhook-tls-cert and --webhook-tls-key",
             });
         };
@@ -297,6 +299,7 @@ impl RawOptions {
             tls_cert: PathBuf::from(tls_cert),
             tls_key: PathBuf::from(tls_key),
             client_ca: client_ca.map(PathBuf::from),
+            endpoints,
         }))
     }
 

@@ -501,10 +501,14 @@ async fn the_job_fence_lets_the_controller_create_only_what_a_reload_creates() {
 
     let certs = certificates();
     let port = free_port();
+    // The fence alone, as the chart runs it by default: no `/mutate`.
+    let args = webhook_args(namespace, port, &certs)
+        .into_iter()
+        .map(|arg| if arg == "--admission-webhook" { "--job-fence".to_owned() } else { arg });
     let reloader = Reloader::builder(plane)
         .name("reloader")
         .kubeconfig(kubeconfig.path())
-        .args(webhook_args(namespace, port, &certs))
+        .args(args)
         .start()
         .await
         .expect("reloader starts");
@@ -632,4 +636,10 @@ async fn the_job_fence_lets_the_controller_create_only_what_a_reload_creates() {
     own_jobs.create(&PostParams::default(), &as_it_was).await.expect("the same Job again is allowed");
     let denials = reloader.metric(r#"reloader_admission_requests_total{operation="CREATE",result="denied"}"#);
     assert!(denials.await.unwrap().unwrap_or_default() >= 5.0, "each refusal counted");
+    // Served for the fence alone, it answers no `/mutate` (the hashes of a namespace's Secrets).
+    let mutate = direct_review(port, &certs.ca_pem, None, namespace).await;
+    assert_eq!(
+        mutate.expect_err("no /mutate with --job-fence alone").status(),
+        Some(reqwest::StatusCode::NOT_FOUND)
+    );
 }

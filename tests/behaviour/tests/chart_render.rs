@@ -245,6 +245,39 @@ fn rows() -> Vec<Row> {
             api_versions: &[WRITE_FENCE_API],
             details: Some(write_fence),
         },
+        Row {
+            name: "Job fence alone: cert-manager and the API server's addresses given",
+            values: json!({"webhook": {"certManager": {"enabled": true},
+                "networkPolicy": {"from": [{"ipBlock": {"cidr": "172.16.0.0/28"}}]}}}),
+            api_versions: &[WRITE_FENCE_API],
+            details: Some(job_fence_alone),
+        },
+        Row {
+            name: "Job fence alone: an existing Secret, no network policy",
+            values: json!({"webhook": {"tls": {"existingSecret": "my-tls", "caBundle": "Y2E="},
+                "networkPolicy": {"enabled": false}}}),
+            api_versions: &[WRITE_FENCE_API],
+            details: Some(job_fence_alone),
+        },
+        Row {
+            name: "Job fence forced on (writeFence.jobs=true)",
+            values: json!({"writeFence": {"jobs": true}, "webhook": {"networkPolicy": {"enabled": false}}}),
+            api_versions: &[WRITE_FENCE_API],
+            details: Some(job_fence_alone),
+        },
+        Row {
+            name: "Job fence auto, helm template with no certificate source: not rendered",
+            values: json!({"webhook": {"networkPolicy": {"from": [{"ipBlock": {"cidr": "10.0.0.1/32"}}]}}}),
+            api_versions: &[WRITE_FENCE_API],
+            details: Some(write_fence),
+        },
+        Row {
+            name: "Job fence off (writeFence.jobs=false) with the webhook",
+            values: json!({"writeFence": {"jobs": false}, "webhook": {"enabled": true,
+                "networkPolicy": {"enabled": false}}}),
+            api_versions: &[WRITE_FENCE_API],
+            details: Some(write_fence),
+        },
         row(
             "webhook where the API server serves no ValidatingAdmissionPolicy: no Job fence",
             json!({"webhook": {"enabled": true, "networkPolicy": {"enabled": false}}}),
@@ -382,7 +415,7 @@ fn check_row(helm: &Helm, row: &Row) -> Check {
         .template_with_apis(RELEASE, NAMESPACE, &row.values, row.api_versions)
         .map_err(|e| format!("helm template: {e}"))?;
     let values = merge(&defaults(), &row.values);
-    let rendered = Rendered { api_versions: row.api_versions, ..check_common(&manifest, &values)? };
+    let rendered = check_common(&manifest, &values, row.api_versions)?;
     row.details.map_or(Ok(()), |details| details(&rendered))
 }
 
@@ -407,8 +440,27 @@ fn defaults() -> Value {
             "rbac": {"enabled": true},
         },
         "webhook": {"enabled": false, "port": 9443, "clientCA": {"pem": "", "configMap": "", "key": "ca.crt"},
-            "networkPolicy": {"enabled": true, "from": []}},
+            "networkPolicy": {"enabled": true, "from": []}, "certManager": {"enabled": false},
+            "tls": {"existingSecret": ""}},
+        "writeFence": {"enabled": true, "jobs": "auto"},
     })
+}
+
+/// Whether `helm template` (which looks nothing up in a cluster) renders the Job fence, as
+/// values.yaml documents `writeFence.jobs`: with the policy and Jobs to create, "true" always,
+/// "auto" with the webhook, or with a certificate that survives re-renders and the API server's
+/// addresses known.
+fn job_fence_served(values: &Value, api_versions: &[&str]) -> bool {
+    let (r, w, jobs) = (&values["reloader"], &values["webhook"], &values["writeFence"]["jobs"]);
+    let creates_jobs = !(on(&r["ignoreJobs"]) && on(&r["ignoreCronJobs"]));
+    let policy = on(&values["writeFence"]["enabled"]) && api_versions.contains(&WRITE_FENCE_API);
+    let kept_certificate = on(&w["certManager"]["enabled"]) || !text(&w["tls"]["existingSecret"]).is_empty();
+    let known_peers = !on(&w["networkPolicy"]["enabled"])
+        || w["networkPolicy"]["from"].as_array().is_some_and(|from| !from.is_empty());
+    policy
+        && creates_jobs
+        && *jobs != false
+        && (*jobs == true || on(&w["enabled"]) || (kept_certificate && known_peers))
 }
 
 /// `over` on top of `base`, objects merged key by key as helm merges values files.
@@ -458,7 +510,7 @@ fn scoped_namespaces(r: &Value) -> Vec<String> {
     all.into_iter().collect()
 }
 
-fn expected_args(values: &Value) -> Vec<String> {
+fn expected_args(values: &Value, api_versions: &[&str]) -> Vec<String> {
     let r = &values["reloader"];
     let mut args = Vec::new();
     if !text(&r["logFormat"]).is_empty() {
@@ -567,6 +619,11 @@ fn expected_args(values: &Value) -> Vec<String> {
     }
     if on(&values["webhook"]["enabled"]) {
         args.push("--admission-webhook".into());
+    }
+    if job_fence_served(values, api_versions) {
+        args.push("--job-fence".into());
+    }
+    if on(&values["webhook"]["enabled"]) || job_fence_served(values, api_versions) {
         args.push("--webhook-tls-cert=/tls/tls.crt".into());
         args.push("--webhook-tls-key=/tls/tls.key".into());
         args.push(format!("--webhook-addr=:{}", values["webhook"]["port"]));
@@ -746,7 +803,11 @@ fn our_pods() -> Value {
 }
 
 /// The checks every values set passes.
-fn check_common<'a>(manifest: &'a Manifest, values: &'a Value) -> Result<Rendered<'a>, String> {
+fn check_common<'a>(
+    manifest: &'a Manifest,
+    values: &'a Value,
+    api_versions: &'a [&'a str],
+) -> Result<Rendered<'a>, String> {
     let docs = manifest.objects();
     let keys: Vec<String> = manifest.describe();
     let unique: BTreeSet<&String> = keys.iter().collect();
@@ -773,7 +834,7 @@ fn check_common<'a>(manifest: &'a Manifest, values: &'a Value) -> Result<Rendere
 
     let mut args: Vec<String> = strings(&container["args"]).into_iter().map(str::to_owned).collect();
     args.sort();
-    let want = expected_args(values);
+    let want = expected_args(values, api_versions);
     let missing: Vec<&String> = want.iter().filter(|a| !args.contains(a)).collect();
     let extra: Vec<&String> = args.iter().filter(|a| !want.contains(a)).collect();
     ensure(args == want, format!("flags differ: missing {missing:?}, unexpected {extra:?}"))?;
@@ -843,7 +904,7 @@ fn check_common<'a>(manifest: &'a Manifest, values: &'a Value) -> Result<Rendere
             "a ClusterRole exactly in global mode",
         )?;
     }
-    Ok(Rendered { api_versions: &[], docs, values, deployment, container })
+    Ok(Rendered { api_versions, docs, values, deployment, container })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -920,15 +981,46 @@ fn write_fence(set: &Rendered) -> Check {
     ensure(text(&markers["expression"]).contains(pause), format!("the pause annotation {pause} may change"))
 }
 
+/// The Job fence without the mutating webhook: its server, Service, certificate and port, the
+/// fence's configuration, and no `/mutate` registered.
+fn job_fence_alone(set: &Rendered) -> Check {
+    write_fence(set)?;
+    ensure(
+        !find(set.docs, "ValidatingWebhookConfiguration", None, None).is_empty(),
+        "the Job fence is rendered",
+    )?;
+    let ports = set.container["ports"].as_array().cloned().unwrap_or_default();
+    ensure(ports.iter().any(|p| p["name"] == "webhook" && p["containerPort"] == 9443), "the webhook port")?;
+    let (mounts, _) = mounts_and_volumes(set);
+    ensure(mounts.iter().any(|m| m["mountPath"] == "/tls"), "the certificate mounted at /tls")?;
+    ensure(
+        set.deployment["metadata"]["labels"].get("reloader.stakater.com/webhook").is_none(),
+        "no skip label: nothing is sent to a mutating webhook",
+    )?;
+    let policies = find(set.docs, "NetworkPolicy", Some(&format!("{FULLNAME}-webhook")), Some(NAMESPACE));
+    ensure(
+        policies.len() == usize::from(on(&set.values["webhook"]["networkPolicy"]["enabled"])),
+        "the webhook port's NetworkPolicy as webhook.networkPolicy says",
+    )
+}
+
 /// The webhook that fences Job creation: with the write fence, the webhook, and Jobs created
 /// (Jobs or CronJobs reloaded); failing closed, for the controller's own ServiceAccount only.
 fn job_fence(set: &Rendered, fence: bool) -> Check {
     let configs = find(set.docs, "ValidatingWebhookConfiguration", None, None);
     let reloader = &set.values["reloader"];
     let creates_jobs = !(on(&reloader["ignoreJobs"]) && on(&reloader["ignoreCronJobs"]));
-    if !(fence && on(&set.values["webhook"]["enabled"]) && creates_jobs) {
-        return ensure(configs.is_empty(), "no Job fence without the fence, the webhook or Jobs to create");
+    if !(fence && creates_jobs && job_fence_served(set.values, set.api_versions)) {
+        return ensure(
+            configs.is_empty(),
+            "no Job fence without the policy, Jobs to create, or a server to answer",
+        );
     }
+    ensure(
+        find(set.docs, "MutatingWebhookConfiguration", None, None).is_empty()
+            != on(&set.values["webhook"]["enabled"]),
+        "the mutating webhook only with webhook.enabled",
+    )?;
     let [config] = configs[..] else { return Err(format!("one Job fence webhook, got {}", configs.len())) };
     ensure(
         config["metadata"]["name"] == format!("{FULLNAME}-job-fence").as_str(),

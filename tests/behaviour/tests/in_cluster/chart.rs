@@ -2,12 +2,17 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use reloader_harness::{NotYet, wait_until};
 use serde_json::json;
 
 use crate::support::{Cluster, RELOAD_PATIENCE, is_ready};
+use crate::webhook::{assert_refused, jobs_as_controller};
 
 pub const RELEASE: &str = "reloader";
 pub const RELEASE_NAMESPACE: &str = "reloader";
@@ -36,6 +41,54 @@ pub async fn default_install(cluster: &Cluster) {
     cluster.pod_printing(APPS, "app=web", "app", "env GREETING=bonjour").await;
     tokio::time::sleep(SETTLE).await;
     assert_eq!(cluster.generation(APPS, "web").await, before + 1, "one change, one write");
+    job_fence_by_default(cluster).await;
+}
+
+/// The API server serves ValidatingAdmissionPolicy, so the default install fences Job creation
+/// too (writeFence.jobs "auto": `helm install` looks up what the fence's server needs), without
+/// the mutating webhook: a reload recreates a Job through it, and the controller's identity is
+/// refused a Job with no origin.
+async fn job_fence_by_default(cluster: &Cluster) {
+    let client = cluster.client();
+    let labelled = ListParams::default().labels(RELEASE_SELECTOR);
+    let fences =
+        Api::<ValidatingWebhookConfiguration>::all(client.clone()).list(&labelled).await.unwrap().items;
+    assert!(
+        fences.iter().any(|config| config
+            .metadata
+            .name
+            .as_deref()
+            .is_some_and(|name| name.ends_with("-job-fence"))),
+        "the default install registers the Job fence"
+    );
+    let mutating =
+        Api::<MutatingWebhookConfiguration>::all(client.clone()).list(&labelled).await.unwrap().items;
+    assert!(mutating.is_empty(), "no mutating webhook without webhook.enabled");
+
+    let jobs: Api<Job> = Api::namespaced(client.clone(), APPS);
+    let job: Job = serde_json::from_value(json!({
+        "metadata": {"name": "report", "annotations": {"configmap.reloader.stakater.com/reload": "web"}},
+        "spec": {"suspend": true, "template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "run", "image": "registry.example/report:1"}]}}},
+    }))
+    .unwrap();
+    let created = jobs.create(&PostParams::default(), &job).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    cluster.put_config_map(APPS, "web", "greeting", "hallo").await;
+    wait_until("the Job recreated through the fence", RELOAD_PATIENCE, || async {
+        match jobs.get_opt("report").await? {
+            Some(job) if job.metadata.uid != created.metadata.uid => Ok(()),
+            _ => Err(NotYet::because("not recreated yet")),
+        }
+    })
+    .await
+    .unwrap_or_else(|error| panic!("{error}\n{}", cluster.node_log_tail()));
+    let stranger: Job = serde_json::from_value(json!({"metadata": {"name": "h53-stranger"},
+        "spec": {"suspend": true, "template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "run", "image": "busybox"}]}}}}))
+    .unwrap();
+    assert_refused(&jobs_as_controller(cluster).await, &stranger).await;
+    assert!(jobs.get_opt("h53-stranger").await.unwrap().is_none(), "a Job with no origin was created");
 }
 
 /// The container runs as uid 65534 (the image's user) on a read-only root filesystem: read from

@@ -139,14 +139,7 @@ async fn jobs_through_the_fence(cluster: &Cluster) {
 
     // As the controller (impersonated): a spawn from nightly with another image, a Job with no
     // origin (429, which the client retries until it gives up): neither is created.
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), RELEASE_NAMESPACE);
-    let controller = deployments.list(&ListParams::default().labels(RELEASE_SELECTOR)).await.unwrap().items;
-    let account =
-        controller[0].spec.as_ref().and_then(|s| s.template.spec.as_ref()?.service_account_name.clone());
-    let mut config = cluster.plane.admin_config().clone();
-    config.auth_info.impersonate =
-        Some(format!("system:serviceaccount:{RELEASE_NAMESPACE}:{}", account.expect("a ServiceAccount")));
-    let as_controller: Api<Job> = Api::namespaced(kube::Client::try_from(config).unwrap(), APPS);
+    let as_controller = jobs_as_controller(cluster).await;
     let uid = Api::<CronJob>::namespaced(client.clone(), APPS).get("nightly").await.unwrap().metadata.uid;
     let evil_spawn: Job = serde_json::from_value(json!({
         "metadata": {"name": "nightly-evil", "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob",
@@ -163,13 +156,31 @@ async fn jobs_through_the_fence(cluster: &Cluster) {
     let stranger: Job =
         serde_json::from_value(json!({"metadata": {"name": "stranger"}, "spec": job_spec("busybox")}))
             .unwrap();
-    let attempt = tokio::time::timeout(
-        std::time::Duration::from_secs(5),
-        as_controller.create(&PostParams::default(), &stranger),
-    )
-    .await;
-    assert!(!matches!(attempt, Ok(Ok(_))), "a Job with no origin must be refused, got {attempt:?}");
+    assert_refused(&as_controller, &stranger).await;
     for name in ["nightly-evil", "stranger"] {
         assert!(jobs.get_opt(name).await.unwrap().is_none(), "{name} was created");
     }
+}
+
+/// The Jobs of `APPS` as the chart's controller ServiceAccount (impersonated by the admin).
+pub async fn jobs_as_controller(cluster: &Cluster) -> Api<Job> {
+    let deployments: Api<Deployment> = Api::namespaced(cluster.client(), RELEASE_NAMESPACE);
+    let controller = deployments.list(&ListParams::default().labels(RELEASE_SELECTOR)).await.unwrap().items;
+    let account =
+        controller[0].spec.as_ref().and_then(|s| s.template.spec.as_ref()?.service_account_name.clone());
+    let mut config = cluster.plane.admin_config().clone();
+    config.auth_info.impersonate =
+        Some(format!("system:serviceaccount:{RELEASE_NAMESPACE}:{}", account.expect("a ServiceAccount")));
+    Api::namespaced(kube::Client::try_from(config).unwrap(), APPS)
+}
+
+/// `job` has no origin: the fence answers 429, which the client retries until it gives up; it
+/// is never created.
+pub async fn assert_refused(as_controller: &Api<Job>, job: &Job) {
+    let attempt = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        as_controller.create(&PostParams::default(), job),
+    )
+    .await;
+    assert!(!matches!(attempt, Ok(Ok(_))), "a Job with no origin must be refused, got {attempt:?}");
 }
