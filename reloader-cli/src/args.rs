@@ -64,6 +64,26 @@ pub struct RunArgs {
     #[arg(long, value_name = "KEY", default_value = "deployment.reloader.stakater.com/paused-at")]
     pub pause_deployment_time_annotation: String,
 
+    /// Annotation listing the ConfigMaps whose changes never reload a workload (Stakater v2)
+    #[arg(long, value_name = "KEY", default_value = "configmaps.exclude.reloader.stakater.com/reload")]
+    pub configmap_exclude_annotation: String,
+
+    /// Annotation listing the Secrets whose changes never reload a workload (Stakater v2)
+    #[arg(long, value_name = "KEY", default_value = "secrets.exclude.reloader.stakater.com/reload")]
+    pub secret_exclude_annotation: String,
+
+    /// Annotation listing the SecretProviderClasses a workload reloads for (with --enable-csi-integration)
+    #[arg(long, value_name = "KEY", default_value = "secretproviderclass.reloader.stakater.com/reload")]
+    pub secretproviderclass_annotation: String,
+
+    /// Annotation that makes a workload reload for every SecretProviderClass it uses
+    #[arg(long, value_name = "KEY", default_value = "secretproviderclass.reloader.stakater.com/auto")]
+    pub secretproviderclass_auto_annotation: String,
+
+    /// Annotation listing the SecretProviderClasses whose changes never reload a workload
+    #[arg(long, value_name = "KEY", default_value = "secretproviderclasses.exclude.reloader.stakater.com/reload")]
+    pub secretproviderclass_exclude_annotation: String,
+
     /// Log format: "json" for JSON lines, empty for text
     #[arg(long, value_name = "FORMAT", default_value = "")]
     pub log_format: String,
@@ -162,6 +182,11 @@ pub struct RunArgs {
     /// Address of the HTTP server for /metrics, /live, /healthz and /readyz
     #[arg(long, value_name = "ADDR", default_value = ":9090")]
     pub metrics_addr: String,
+
+    /// Also serve /live, /healthz and /readyz (not /metrics) on this address (Stakater v2's
+    /// separate health-probe server); unset: the probes are on --metrics-addr only
+    #[arg(long, value_name = "ADDR")]
+    pub health_addr: Option<String>,
 
     /// Name of the leader-election Lease
     #[arg(long, value_name = "NAME", default_value = "stakater-reloader-lock")]
@@ -275,7 +300,9 @@ pub struct RunArgs {
     #[arg(long, env = "METRICS_COUNT_BY_NAMESPACE", hide = true)]
     pub metrics_count_by_namespace: Option<String>,
 
-    #[arg(long, env = "ALERT_ON_RELOAD", hide = true)]
+    /// A bare `--alert-on-reload` (Stakater v2's boolean flag) is "true".
+    #[arg(long, env = "ALERT_ON_RELOAD", hide = true, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true")]
     pub alert_on_reload: Option<String>,
 
     #[arg(long, env = "ALERT_WEBHOOK_URL", hide = true, hide_env_values = true)]
@@ -289,6 +316,16 @@ pub struct RunArgs {
 
     #[arg(long, env = "ALERT_ADDITIONAL_INFO", hide = true)]
     pub alert_additional_info: Option<String>,
+
+    /// Stakater v2's name for ALERT_WEBHOOK_PROXY; wins over it.
+    #[arg(long, env = "ALERT_PROXY", hide = true, hide_env_values = true)]
+    pub alert_proxy: Option<SensitiveString>,
+
+    /// Raw sink: a JSON object per reload instead of the text (Stakater v2).
+    #[arg(long, env = "ALERT_STRUCTURED", hide = true, action = ArgAction::Set, num_args = 0..=1,
+          require_equals = true, value_name = "BOOL", default_value_t = false,
+          default_missing_value = "true", value_parser = go_bool)]
+    pub alert_structured: bool,
 }
 
 impl RunArgs {
@@ -320,6 +357,11 @@ impl From<RunArgs> for RawOptions {
             ignore_annotation,
             pause_deployment_annotation,
             pause_deployment_time_annotation,
+            configmap_exclude_annotation,
+            secret_exclude_annotation,
+            secretproviderclass_annotation,
+            secretproviderclass_auto_annotation,
+            secretproviderclass_exclude_annotation,
             log_format,
             log_level,
             webhook_url,
@@ -343,6 +385,7 @@ impl From<RunArgs> for RawOptions {
             pprof_addr,
             enable_csi_integration,
             metrics_addr,
+            health_addr,
             leader_election_id,
             leader_election_namespace,
             leader_election_lease_duration,
@@ -374,6 +417,8 @@ impl From<RunArgs> for RawOptions {
             alert_sink,
             alert_webhook_proxy,
             alert_additional_info,
+            alert_proxy,
+            alert_structured,
         )
     }
 }

@@ -61,6 +61,11 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         http::serve(options.metrics_addr, metrics.clone(), health.clone(), shutdown.clone()),
     );
 
+    // --health-addr: the probes on a second address too.
+    if let Some(addr) = options.health_addr {
+        supervisor.spawn_service("health server", http::serve_probes(addr, health.clone(), shutdown.clone()));
+    }
+
     // --enable-pprof: CPU and heap profiles on their own port, never the metrics one.
     if let Some(addr) = options.pprof_addr {
         supervisor.spawn_service("pprof server", pprof::serve(addr, shutdown.clone()));

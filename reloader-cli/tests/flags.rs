@@ -54,11 +54,19 @@ const FLAGS: &[&str] = &[
     "--dry-run",
     "--ignored-secret-types",
     "--admission-webhook",
+    "--job-fence",
     "--webhook-tls-cert",
     "--webhook-tls-key",
     "--webhook-addr",
     "--otlp-endpoint",
     "--allow-suspended-cronjobs",
+    // Stakater's v2 line (unreleased): docs/compatibility.md §1.
+    "--health-addr",
+    "--configmap-exclude-annotation",
+    "--secret-exclude-annotation",
+    "--secretproviderclass-annotation",
+    "--secretproviderclass-auto-annotation",
+    "--secretproviderclass-exclude-annotation",
 ];
 
 fn reloader(args: &[&str], env: &[(&str, &str)]) -> Command {
@@ -243,6 +251,22 @@ fn valid_flags_pass_validation() {
             "--log-level=debug",
             "--coalesce-period=1m30s",
             "--metrics-addr=127.0.0.1:0",
+        ],
+        // Every flag of Stakater's v2 line, with v2's syntax (alerts as flags too).
+        &[
+            "--metrics-addr=127.0.0.1:0",
+            "--health-addr=127.0.0.1:0",
+            "--configmap-exclude-annotation=configmaps.exclude.reloader.stakater.com/reload",
+            "--secret-exclude-annotation=secrets.exclude.reloader.stakater.com/reload",
+            "--secretproviderclass-annotation=secretproviderclass.reloader.stakater.com/reload",
+            "--secretproviderclass-auto-annotation=secretproviderclass.reloader.stakater.com/auto",
+            "--secretproviderclass-exclude-annotation=secretproviderclasses.exclude.reloader.stakater.com/reload",
+            "--alert-on-reload",
+            "--alert-webhook-url=https://hooks.example/T",
+            "--alert-sink=raw",
+            "--alert-proxy=http://127.0.0.1:3128",
+            "--alert-additional-info=prod",
+            "--alert-structured",
         ],
     ];
     for args in cases {

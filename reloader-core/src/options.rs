@@ -78,6 +78,8 @@ pub struct Options {
     pub log_format: LogFormat,
     pub log_level: LogLevel,
     pub metrics_addr: ListenAddr,
+    /// `--health-addr`: the probes served on a second address too (Stakater v2).
+    pub health_addr: Option<ListenAddr>,
     /// `Some` when `--enable-pprof` is set; never the metrics port.
     pub pprof_addr: Option<ListenAddr>,
     /// Zero: every change is written at once.
@@ -172,6 +174,8 @@ pub struct AlertConfig {
     pub proxy: Option<SensitiveString>,
     /// Prefixed to every message (for example the cluster name).
     pub additional_info: Option<String>,
+    /// `ALERT_STRUCTURED` with the raw sink: a JSON object per reload (Stakater v2's body).
+    pub structured: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

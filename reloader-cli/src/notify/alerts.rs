@@ -43,8 +43,8 @@ pub(crate) trait AlertQueue: Send + Sync {
 
 /// Sends alerts in the background; see the module documentation.
 pub(crate) struct Alerter {
-    /// Each notice with the trace context of the reload it reports.
-    queue: mpsc::Sender<(ReloadNotice, opentelemetry::Context)>,
+    /// Each notice with the trace context of the reload it reports and when it was queued.
+    queue: mpsc::Sender<(ReloadNotice, opentelemetry::Context, jiff::Timestamp)>,
     channel: NotificationChannel,
     metrics: NotifyMetrics,
 }
@@ -71,6 +71,7 @@ impl Alerter {
             client,
             url,
             sink: cfg.sink,
+            structured: cfg.structured,
             additional_info: cfg.additional_info.clone(),
             channel,
             metrics: metrics.clone(),
@@ -82,9 +83,9 @@ impl Alerter {
 
 impl AlertQueue for Alerter {
     fn send(&self, notice: ReloadNotice) {
-        match self.queue.try_send((notice, trace::current_context())) {
+        match self.queue.try_send((notice, trace::current_context(), jiff::Timestamp::now())) {
             Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full((notice, _))) => {
+            Err(mpsc::error::TrySendError::Full((notice, _, _))) => {
                 tracing::warn!(
                     sink = self.channel.as_label(),
                     workload = %notice.workload,
@@ -104,6 +105,8 @@ struct Delivery {
     client: reqwest::Client,
     url: reqwest::Url,
     sink: AlertSink,
+    /// `ALERT_STRUCTURED` (raw sink only): Stakater v2's JSON object instead of the text.
+    structured: bool,
     additional_info: Option<String>,
     channel: NotificationChannel,
     metrics: NotifyMetrics,
@@ -111,9 +114,13 @@ struct Delivery {
 
 impl Delivery {
     /// Delivers queued alerts one by one until every `Alerter` handle is gone.
-    async fn run(self, mut pending: mpsc::Receiver<(ReloadNotice, opentelemetry::Context)>) {
-        while let Some((notice, reload)) = pending.recv().await {
-            let (content_type, body) = render(self.sink, &message(&notice, self.additional_info.as_deref()));
+    async fn run(self, mut pending: mpsc::Receiver<(ReloadNotice, opentelemetry::Context, jiff::Timestamp)>) {
+        while let Some((notice, reload, at)) = pending.recv().await {
+            let (content_type, body) = if self.structured {
+                structured(&notice, at, self.additional_info.as_deref())
+            } else {
+                render(self.sink, &message(&notice, self.additional_info.as_deref()))
+            };
             let span = notify_span(self.channel);
             trace::set_parent(&span, &reload);
             let result = post_with_retries(&self.client, &self.url, content_type, body, ALERT_BACKOFF)
@@ -181,6 +188,40 @@ fn render(sink: AlertSink, text: &str) -> (&'static str, Vec<u8>) {
         AlertSink::Raw => return ("text/plain", text.replace('*', "").into_bytes()),
     };
     let json = json.expect("string fields always encode");
+    ("application/json", go_html_escaped(&json).into_bytes())
+}
+
+/// Stakater v2's structured raw body (`ALERT_STRUCTURED`): names and kinds, never data.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StructuredBody<'a> {
+    event: &'static str,
+    workload_kind: &'a str,
+    workload_name: &'a str,
+    workload_namespace: &'a str,
+    resource_kind: String,
+    resource_name: &'a str,
+    resource_namespace: &'a str,
+    timestamp: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    additional: Option<&'a str>,
+}
+
+fn structured(notice: &ReloadNotice, at: jiff::Timestamp, additional_info: Option<&str>) -> (&'static str, Vec<u8>) {
+    let (resource, workload) = (&notice.resource, &notice.workload);
+    let body = StructuredBody {
+        event: "reload",
+        workload_kind: workload.kind.as_str(),
+        workload_name: &workload.name,
+        workload_namespace: &workload.namespace,
+        resource_kind: resource.kind.to_string(),
+        resource_name: &resource.name,
+        resource_namespace: &resource.namespace,
+        // Go's time.RFC3339 at second precision, as Stakater v2 formats it.
+        timestamp: at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        additional: additional_info,
+    };
+    let json = serde_json::to_string(&body).expect("string fields always encode");
     ("application/json", go_html_escaped(&json).into_bytes())
 }
 

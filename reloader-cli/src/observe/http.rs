@@ -92,6 +92,12 @@ struct AppState {
     health: Health,
 }
 
+impl axum::extract::FromRef<AppState> for Health {
+    fn from_ref(state: &AppState) -> Self {
+        state.health.clone()
+    }
+}
+
 /// Binds `addr` (crate::listen: `:port` is dual-stack) and serves until `shutdown` is cancelled.
 pub(crate) async fn serve(
     addr: ListenAddr,
@@ -128,29 +134,57 @@ pub(crate) async fn serve_listener(
     Ok(())
 }
 
+/// `--health-addr`: the probes alone on a second address, as Stakater v2's separate health
+/// server; bounded like the metrics server.
+pub(crate) async fn serve_probes(addr: ListenAddr, health: Health, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let listener =
+        crate::listen::bind(addr).with_context(|| format!("binding the health server to {addr} (--health-addr)"))?;
+    tracing::info!(address = %addr, "serving /live, /healthz and /readyz");
+    reloader_http::serve(
+        "health",
+        listener,
+        reloader_http::Plain,
+        probes().with_state(health),
+        reloader_http::Limits::DEFAULT,
+        shutdown,
+    )
+    .await;
+    Ok(())
+}
+
 fn router(state: AppState) -> Router {
     Router::new()
         .route("/metrics", get(metrics_handler))
+        .merge(probes())
+        .with_state(state)
+}
+
+/// The probe routes, on any state that gives the health.
+fn probes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Health: axum::extract::FromRef<S>,
+{
+    Router::new()
         .route("/live", get(live_handler))
         .route("/healthz", get(live_handler))
         .route("/readyz", get(ready_handler))
-        .with_state(state)
 }
 
 async fn metrics_handler(State(state): State<AppState>) -> Response {
     ([(header::CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)], state.metrics.encode()).into_response()
 }
 
-async fn live_handler(State(state): State<AppState>) -> Response {
-    probe_response(state.health.is_live(), "not live")
+async fn live_handler(State(health): State<Health>) -> Response {
+    probe_response(health.is_live(), "not live")
 }
 
-async fn ready_handler(State(state): State<AppState>) -> Response {
-    let pending = state.health.pending();
-    if state.health.is_ready() && !pending.is_empty() {
+async fn ready_handler(State(health): State<Health>) -> Response {
+    let pending = health.pending();
+    if health.is_ready() && !pending.is_empty() {
         return (StatusCode::OK, format!("ok\n{}\n", pending.join("\n"))).into_response();
     }
-    probe_response(state.health.is_ready(), "not ready")
+    probe_response(health.is_ready(), "not ready")
 }
 
 fn probe_response(ok: bool, failure: &'static str) -> Response {
@@ -229,6 +263,35 @@ mod tests {
 
         server.shutdown.cancel();
         server.task.await.unwrap().unwrap();
+    }
+
+    /// `--health-addr`: the probes, and nothing else, on the second address.
+    #[tokio::test]
+    async fn the_health_address_serves_the_probes_only() {
+        let port = TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap().port();
+        let addr: ListenAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let health = Health::new();
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(serve_probes(addr, health.clone(), shutdown.clone()));
+        let base = format!("http://127.0.0.1:{port}");
+        let mut live = None;
+        for _ in 0..50 {
+            match reqwest::get(format!("{base}/live")).await {
+                Ok(response) => {
+                    live = Some(response.status().as_u16());
+                    break;
+                }
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+            }
+        }
+        assert_eq!(live, Some(200));
+        assert_eq!(get(format!("{base}/healthz")).await.0, StatusCode::OK);
+        assert_eq!(get(format!("{base}/readyz")).await.0, StatusCode::SERVICE_UNAVAILABLE);
+        health.set_ready(true);
+        assert_eq!(get(format!("{base}/readyz")).await.0, StatusCode::OK, "the same health as the metrics server's");
+        assert_eq!(get(format!("{base}/metrics")).await.0, StatusCode::NOT_FOUND, "no metrics there");
+        shutdown.cancel();
+        task.await.unwrap().unwrap();
     }
 
     #[tokio::test]

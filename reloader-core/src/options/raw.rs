@@ -20,6 +20,11 @@ pub struct RawOptions {
     pub ignore_annotation: String,
     pub pause_deployment_annotation: String,
     pub pause_deployment_time_annotation: String,
+    pub configmap_exclude_annotation: String,
+    pub secret_exclude_annotation: String,
+    pub secretproviderclass_annotation: String,
+    pub secretproviderclass_auto_annotation: String,
+    pub secretproviderclass_exclude_annotation: String,
     pub log_format: String,
     pub log_level: String,
     pub webhook_url: SensitiveString,
@@ -43,6 +48,8 @@ pub struct RawOptions {
     pub pprof_addr: String,
     pub enable_csi_integration: bool,
     pub metrics_addr: String,
+    /// `--health-addr`: a second server for the probes only (Stakater v2).
+    pub health_addr: Option<String>,
     pub leader_election_id: String,
     pub leader_election_namespace: Option<String>,
     pub leader_election_lease_duration: String,
@@ -76,4 +83,8 @@ pub struct RawOptions {
     pub alert_sink: Option<String>,
     pub alert_webhook_proxy: Option<SensitiveString>,
     pub alert_additional_info: Option<String>,
+    /// `ALERT_PROXY` (Stakater v2's name for `ALERT_WEBHOOK_PROXY`, which it wins over).
+    pub alert_proxy: Option<SensitiveString>,
+    /// `ALERT_STRUCTURED`: the raw sink sends a JSON object instead of the text.
+    pub alert_structured: bool,
 }

@@ -54,6 +54,19 @@ fn warnings() {
             |r| r.alert_on_reload = Some("true".into()),
             "ALERT_ON_RELOAD is true but ALERT_WEBHOOK_URL is not set; alerts are off",
         ),
+        (
+            |r| r.alert_webhook_url = Some(SensitiveString::new("https://hooks.example/T")),
+            "ALERT_WEBHOOK_URL is set but ALERT_ON_RELOAD is not true; alerts are off (Stakater v2 would send them)",
+        ),
+        (
+            |r| {
+                r.alert_on_reload = Some("true".into());
+                r.alert_webhook_url = Some(SensitiveString::new("https://hooks.example/T"));
+                r.alert_sink = Some("slack".into());
+                r.alert_structured = true;
+            },
+            r#"ALERT_STRUCTURED applies to the raw sink only; ignored for ALERT_SINK="slack""#,
+        ),
     ];
     for (edit, expected) in cases {
         let mut raw = raw(*edit);
@@ -253,5 +266,47 @@ fn meta_info_json() {
     ];
     for (key, value) in expected {
         assert_eq!(json[key], value, "{key}");
+    }
+}
+
+/// Stakater v2's flags: the same meaning where ours has the behaviour.
+#[test]
+fn stakater_v2_settings() {
+    let o = options(|r| {
+        r.configmap_exclude_annotation = "example.com/cm-exclude".into();
+        r.secret_exclude_annotation = "example.com/secret-exclude".into();
+        r.secretproviderclass_annotation = "example.com/spc".into();
+        r.secretproviderclass_auto_annotation = "example.com/spc-auto".into();
+        r.secretproviderclass_exclude_annotation = "example.com/spc-exclude".into();
+        r.health_addr = Some(":8081".into());
+        r.alert_on_reload = Some("true".into());
+        r.alert_webhook_url = Some(SensitiveString::new("https://hooks.example/T"));
+        r.alert_webhook_proxy = Some(SensitiveString::new("http://old-proxy:3128"));
+        r.alert_proxy = Some(SensitiveString::new("http://proxy:3128"));
+        r.alert_structured = true;
+    });
+    use crate::model::ResourceKind::{ConfigMap, Secret, SecretProviderClass};
+    assert_eq!(o.keys.exclude(ConfigMap), "example.com/cm-exclude");
+    assert_eq!(o.keys.exclude(Secret), "example.com/secret-exclude");
+    assert_eq!(o.keys.exclude(SecretProviderClass), "example.com/spc-exclude");
+    assert_eq!(o.keys.explicit(SecretProviderClass), "example.com/spc");
+    assert_eq!(o.keys.typed_auto(SecretProviderClass), "example.com/spc-auto");
+    assert_eq!(o.health_addr, Some(ListenAddr { host: None, port: 8081 }));
+    let alert = o.alert.as_ref().unwrap();
+    assert_eq!(alert.proxy.as_ref().map(SensitiveString::expose), Some("http://proxy:3128"), "ALERT_PROXY wins");
+    assert!(alert.structured && alert.sink == AlertSink::Raw);
+    assert_eq!(options(|_| {}).health_addr, None, "unset: the probes stay on --metrics-addr only");
+
+    let refused: &[(Edit, &str)] = &[
+        (
+            |r| r.configmap_exclude_annotation = "not a key".into(),
+            r#"invalid value "not a key" for --configmap-exclude-annotation"#,
+        ),
+        (|r| r.health_addr = Some(":9090".into()), r#"invalid value ":9090" for --health-addr: must differ"#),
+        (|r| r.health_addr = Some("nohost:x".into()), r#"invalid value "nohost:x" for --health-addr"#),
+    ];
+    for (edit, expected) in refused {
+        let error = raw(*edit).validate().expect_err(expected).to_string();
+        assert!(error.starts_with(expected), "{error}");
     }
 }

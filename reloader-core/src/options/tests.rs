@@ -24,6 +24,11 @@ fn defaults() -> RawOptions {
         ignore_annotation: "reloader.stakater.com/ignore".into(),
         pause_deployment_annotation: "deployment.reloader.stakater.com/pause-period".into(),
         pause_deployment_time_annotation: "deployment.reloader.stakater.com/paused-at".into(),
+        configmap_exclude_annotation: "configmaps.exclude.reloader.stakater.com/reload".into(),
+        secret_exclude_annotation: "secrets.exclude.reloader.stakater.com/reload".into(),
+        secretproviderclass_annotation: "secretproviderclass.reloader.stakater.com/reload".into(),
+        secretproviderclass_auto_annotation: "secretproviderclass.reloader.stakater.com/auto".into(),
+        secretproviderclass_exclude_annotation: "secretproviderclasses.exclude.reloader.stakater.com/reload".into(),
         log_format: String::new(),
         log_level: "info".into(),
         webhook_url: SensitiveString::default(),
@@ -47,6 +52,7 @@ fn defaults() -> RawOptions {
         pprof_addr: ":6060".into(),
         enable_csi_integration: false,
         metrics_addr: ":9090".into(),
+        health_addr: None,
         leader_election_id: "stakater-reloader-lock".into(),
         leader_election_namespace: None,
         leader_election_lease_duration: "15s".into(),
@@ -78,6 +84,8 @@ fn defaults() -> RawOptions {
         alert_sink: None,
         alert_webhook_proxy: None,
         alert_additional_info: None,
+        alert_proxy: None,
+        alert_structured: false,
     }
 }
 

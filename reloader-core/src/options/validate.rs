@@ -68,6 +68,22 @@ impl RawOptions {
             ));
         }
 
+        let health_addr = match non_blank(self.health_addr.as_deref()) {
+            None => None,
+            Some(text) => {
+                let addr = listen_addr("--health-addr", &text)?;
+                let pprof = self.enable_pprof.then_some(pprof_addr);
+                if addr.overlaps(metrics_addr) || pprof.is_some_and(|pprof| addr.overlaps(pprof)) {
+                    return Err(invalid(
+                        "--health-addr",
+                        &text,
+                        "must differ from --metrics-addr and --pprof-addr (the probes are on --metrics-addr already)",
+                    ));
+                }
+                Some(addr)
+            }
+        };
+
         let coalesce_period = parse_duration("--coalesce-period", &self.coalesce_period)?;
         let default_windows = match self.maintenance_window.trim() {
             "" => None,
@@ -128,6 +144,7 @@ impl RawOptions {
             log_format,
             log_level,
             metrics_addr,
+            health_addr,
             pprof_addr: self.enable_pprof.then_some(pprof_addr),
             coalesce_period,
             default_windows,
@@ -162,6 +179,14 @@ impl RawOptions {
             ignore: key("--ignore-annotation", &self.ignore_annotation)?,
             pause_period: key("--pause-deployment-annotation", &self.pause_deployment_annotation)?,
             paused_at: key("--pause-deployment-time-annotation", &self.pause_deployment_time_annotation)?,
+            configmap_exclude: key("--configmap-exclude-annotation", &self.configmap_exclude_annotation)?,
+            secret_exclude: key("--secret-exclude-annotation", &self.secret_exclude_annotation)?,
+            spc_reload: key("--secretproviderclass-annotation", &self.secretproviderclass_annotation)?,
+            spc_auto: key("--secretproviderclass-auto-annotation", &self.secretproviderclass_auto_annotation)?,
+            spc_exclude: key(
+                "--secretproviderclass-exclude-annotation",
+                &self.secretproviderclass_exclude_annotation,
+            )?,
             ..AnnotationKeys::default()
         })
     }
@@ -311,20 +336,35 @@ impl RawOptions {
                 false
             }),
         };
-        if !enabled {
-            return None;
-        }
         let exposed =
             |value: &Option<SensitiveString>| non_blank(value.as_ref().map(SensitiveString::expose));
+        if !enabled {
+            // Stakater v2 turns alerts on when a URL is set; v1.4 (and this) needs ALERT_ON_RELOAD.
+            if exposed(&self.alert_webhook_url).is_some() {
+                warnings.push(
+                    "ALERT_WEBHOOK_URL is set but ALERT_ON_RELOAD is not true; alerts are off (Stakater v2 would send them)"
+                        .into(),
+                );
+            }
+            return None;
+        }
         let Some(url) = exposed(&self.alert_webhook_url) else {
             warnings.push("ALERT_ON_RELOAD is true but ALERT_WEBHOOK_URL is not set; alerts are off".into());
             return None;
         };
+        let sink = AlertSink::parse(self.alert_sink.as_deref().unwrap_or_default());
+        if self.alert_structured && sink != AlertSink::Raw {
+            warnings.push(format!(
+                "ALERT_STRUCTURED applies to the raw sink only; ignored for ALERT_SINK={:?}",
+                self.alert_sink.as_deref().unwrap_or_default()
+            ));
+        }
         Some(AlertConfig {
             url: SensitiveString::new(url),
-            sink: AlertSink::parse(self.alert_sink.as_deref().unwrap_or_default()),
-            proxy: exposed(&self.alert_webhook_proxy).map(SensitiveString::new),
+            sink,
+            proxy: exposed(&self.alert_proxy).or_else(|| exposed(&self.alert_webhook_proxy)).map(SensitiveString::new),
             additional_info: non_blank(self.alert_additional_info.as_deref()),
+            structured: self.alert_structured && sink == AlertSink::Raw,
         })
     }
 

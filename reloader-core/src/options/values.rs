@@ -131,7 +131,8 @@ impl ListenAddr {
     /// Whether both addresses would claim the same port on some interface.
     pub(crate) fn overlaps(self, other: ListenAddr) -> bool {
         let any = |a: ListenAddr| a.host.is_none_or(|ip| ip.is_unspecified());
-        self.port == other.port && (self.host == other.host || any(self) || any(other))
+        // Port 0 asks for a free port: never the same as another listener's.
+        self.port != 0 && self.port == other.port && (self.host == other.host || any(self) || any(other))
     }
 }
 

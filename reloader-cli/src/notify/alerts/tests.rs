@@ -29,6 +29,7 @@ fn config(url: String, sink: &str, additional_info: Option<&str>) -> AlertConfig
         },
         proxy: None,
         additional_info: additional_info.map(str::to_owned),
+        structured: false,
     }
 }
 
@@ -118,6 +119,30 @@ async fn any_other_sink_gets_plain_text_without_markers() {
         assert_eq!(content_type.as_deref(), Some("text/plain"), "{sink:?}");
         assert_eq!(body, TEXT.replace('*', ""), "{sink:?}");
     }
+}
+
+/// `ALERT_STRUCTURED` (Stakater v2): the raw sink gets one JSON object with v2's field names.
+#[tokio::test]
+async fn the_structured_raw_body_is_stakater_v2s() {
+    let server = CaptureServer::start(&[]).await;
+    let cfg = AlertConfig { structured: true, ..config(server.url.clone(), "raw", Some("prod-eu")) };
+    let alerter = start_alerter(&cfg, Metrics::new(false));
+    let before = jiff::Timestamp::now();
+    alerter.send(notice());
+    let request = server.wait_for(1).await.remove(0);
+    assert_eq!(request.content_type.as_deref(), Some("application/json"));
+    let mut body: serde_json::Value = serde_json::from_str(&request.body).unwrap();
+    let timestamp: jiff::Timestamp = body["timestamp"].as_str().unwrap().parse().unwrap();
+    assert!(timestamp.as_second() >= before.as_second(), "{timestamp} is when it was sent");
+    assert!(body["timestamp"].as_str().unwrap().ends_with('Z'), "RFC 3339 in UTC");
+    body.as_object_mut().unwrap().remove("timestamp");
+    assert_eq!(
+        body,
+        serde_json::json!({"event": "reload", "workloadKind": "Deployment", "workloadName": "web",
+            "workloadNamespace": "team-a", "resourceKind": "Secret", "resourceName": "db-credentials",
+            "resourceNamespace": "team-a", "additional": "prod-eu"})
+    );
+    assert!(!request.body.contains(PLANTED_SECRET));
 }
 
 #[tokio::test]

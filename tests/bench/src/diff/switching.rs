@@ -36,6 +36,15 @@ fn values() -> Value {
     json!({ "reloader": { "isArgoRollouts": true, "isOpenshift": true } })
 }
 
+/// The same values for our chart, without the Job fence: our binary runs here as a local process,
+/// which the API server cannot call through the chart's Service (the fence is proven on the real
+/// node, `in_cluster` H53/H55).
+fn our_values() -> Value {
+    let mut values = values();
+    values["writeFence"] = json!({ "jobs": false });
+    values
+}
+
 fn fleet() -> Vec<WorkloadSpec> {
     Kind::ALL
         .into_iter()
@@ -88,11 +97,11 @@ pub async fn play(
     let before = State::read(&client).await?;
 
     say("helm upgrade to our chart, our binary takes over");
-    if let Err(error) = helm.upgrade_install(RELEASE, RELEASE_NAMESPACE, &values(), kubeconfig) {
+    if let Err(error) = helm.upgrade_install(RELEASE, RELEASE_NAMESPACE, &our_values(), kubeconfig) {
         problems.push(format!("helm upgrade from Stakater's chart to ours failed: {error}"));
         return Ok(problems);
     }
-    let our_manifest = helm.template(RELEASE, RELEASE_NAMESPACE, &values())?;
+    let our_manifest = helm.template(RELEASE, RELEASE_NAMESPACE, &our_values())?;
     let (mut controller, _our_account) = start_as_chart(plane, ours, &our_manifest, options).await?;
     // The start-up sweep has run once ready; give the writes it might make time to land.
     tokio::time::sleep(options.settle * 3).await;
