@@ -15,6 +15,17 @@ log() { printf '[hack %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf '[hack] error: %s\n' "$*" >&2; exit 1; }
 # The one version source: [workspace.package] version in Cargo.toml (image tag, chart appVersion).
 workspace_version() { sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$ROOT_DIR/Cargo.toml"; }
+# The project's home ([workspace.package] repository in Cargo.toml): release asset addresses.
+workspace_repository() { sed -n '/^\[workspace.package\]/,/^\[/s/^repository = "\(.*\)"/\1/p' "$ROOT_DIR/Cargo.toml"; }
+# The platforms the release builds `reloader` for (.github/workflows/release.yml, job binaries).
+RELEASE_PLATFORMS=(linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64)
+# release_asset <version> <os> <arch>: the archive name of that platform's binary (a zip for
+# Windows, as krew and Windows users expect; a tar.gz elsewhere).
+release_asset() {
+  local extension=tar.gz
+  [[ "$2" == windows ]] && extension=zip
+  printf 'reloader-%s-%s-%s.%s\n' "$1" "$2" "$3" "$extension"
+}
 # The target the container image is built for (hack/image). A function's symbol name ends in a
 # hash of its crate's build, and cargo hashes whether `--target` was given: the benchmark's
 # binaries are built with it too, so reloader-cli/code-order.txt, recorded on them by

@@ -81,7 +81,11 @@ pub struct RunArgs {
     pub secretproviderclass_auto_annotation: String,
 
     /// Annotation listing the SecretProviderClasses whose changes never reload a workload
-    #[arg(long, value_name = "KEY", default_value = "secretproviderclasses.exclude.reloader.stakater.com/reload")]
+    #[arg(
+        long,
+        value_name = "KEY",
+        default_value = "secretproviderclasses.exclude.reloader.stakater.com/reload"
+    )]
     pub secretproviderclass_exclude_annotation: String,
 
     /// Log format: "json" for JSON lines, empty for text

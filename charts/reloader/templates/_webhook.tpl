@@ -103,8 +103,8 @@ The workload kinds the webhook intercepts: those the controller reloads with the
 {{- /*
 (ours) "true" when the Job fence is served (writeFence.jobs, docs/security.md "Jobs"): with the write
 fence's policy (Kubernetes 1.30+: its matchConditions need it), when Jobs or CronJobs are reloaded,
-and, for "auto", where its server gets a certificate that survives the next render and the API
-server's addresses are known (see values.yaml).
+and, for "auto", where its server gets a certificate that survives the next render: an install or
+upgrade against the cluster (the generated Secret is re-used), cert-manager or an existing Secret.
 */ -}}
 {{- define "reloader.jobFence" -}}
 {{- $r := .Values.reloader -}}
@@ -113,11 +113,24 @@ server's addresses are known (see values.yaml).
 {{- $createsJobs := or (not $r.ignoreJobs) (not $r.ignoreCronJobs) -}}
 {{- $policy := .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy" -}}
 {{- if and .Values.writeFence.enabled $createsJobs $policy (ne $jobs "false") -}}
-  {{- /* Found only by an install or upgrade against the cluster, not by `helm template`. */ -}}
-  {{- $live := lookup "discovery.k8s.io/v1" "EndpointSlice" "default" "kubernetes" -}}
+  {{- /* Found only by an install or upgrade against a cluster, never by `helm template`. */ -}}
+  {{- $live := lookup "v1" "Namespace" "" "default" -}}
   {{- $keptCertificate := or $w.certManager.enabled $w.tls.existingSecret $live -}}
-  {{- $knownPeers := or (not $w.networkPolicy.enabled) $w.networkPolicy.from $live -}}
-  {{- if or (eq $jobs "true") $w.enabled (and $keptCertificate $knownPeers) -}}true{{- end -}}
+  {{- if or (eq $jobs "true") $w.enabled $keptCertificate -}}true{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- /*
+"true" when the webhook port gets a NetworkPolicy admitting only the API server: asked for, and
+where the API server's addresses are known (webhook.networkPolicy.from, or looked up). The
+mutating webhook (hashes of Secrets) never runs without one: "reloader.webhookNetworkPolicyPeers"
+fails the render instead. The Job fence alone does (it tells only whether a Job equals one that
+exists), and NOTES.txt says so.
+*/ -}}
+{{- define "reloader.webhookNetworkPolicy" -}}
+{{- $np := .Values.webhook.networkPolicy -}}
+{{- if and (include "reloader.admissionServed" .) $np.enabled -}}
+  {{- if or .Values.webhook.enabled $np.from (lookup "discovery.k8s.io/v1" "EndpointSlice" "default" "kubernetes") -}}true{{- end -}}
 {{- end -}}
 {{- end -}}
 

@@ -207,7 +207,11 @@ struct StructuredBody<'a> {
     additional: Option<&'a str>,
 }
 
-fn structured(notice: &ReloadNotice, at: jiff::Timestamp, additional_info: Option<&str>) -> (&'static str, Vec<u8>) {
+fn structured(
+    notice: &ReloadNotice,
+    at: jiff::Timestamp,
+    additional_info: Option<&str>,
+) -> (&'static str, Vec<u8>) {
     let (resource, workload) = (&notice.resource, &notice.workload);
     let body = StructuredBody {
         event: "reload",

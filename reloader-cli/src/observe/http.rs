@@ -136,9 +136,13 @@ pub(crate) async fn serve_listener(
 
 /// `--health-addr`: the probes alone on a second address, as Stakater v2's separate health
 /// server; bounded like the metrics server.
-pub(crate) async fn serve_probes(addr: ListenAddr, health: Health, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let listener =
-        crate::listen::bind(addr).with_context(|| format!("binding the health server to {addr} (--health-addr)"))?;
+pub(crate) async fn serve_probes(
+    addr: ListenAddr,
+    health: Health,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let listener = crate::listen::bind(addr)
+        .with_context(|| format!("binding the health server to {addr} (--health-addr)"))?;
     tracing::info!(address = %addr, "serving /live, /healthz and /readyz");
     reloader_http::serve(
         "health",
@@ -153,10 +157,7 @@ pub(crate) async fn serve_probes(addr: ListenAddr, health: Health, shutdown: Can
 }
 
 fn router(state: AppState) -> Router {
-    Router::new()
-        .route("/metrics", get(metrics_handler))
-        .merge(probes())
-        .with_state(state)
+    Router::new().route("/metrics", get(metrics_handler)).merge(probes()).with_state(state)
 }
 
 /// The probe routes, on any state that gives the health.
@@ -288,7 +289,11 @@ mod tests {
         assert_eq!(get(format!("{base}/healthz")).await.0, StatusCode::OK);
         assert_eq!(get(format!("{base}/readyz")).await.0, StatusCode::SERVICE_UNAVAILABLE);
         health.set_ready(true);
-        assert_eq!(get(format!("{base}/readyz")).await.0, StatusCode::OK, "the same health as the metrics server's");
+        assert_eq!(
+            get(format!("{base}/readyz")).await.0,
+            StatusCode::OK,
+            "the same health as the metrics server's"
+        );
         assert_eq!(get(format!("{base}/metrics")).await.0, StatusCode::NOT_FOUND, "no metrics there");
         shutdown.cancel();
         task.await.unwrap().unwrap();

@@ -293,7 +293,11 @@ fn stakater_v2_settings() {
     assert_eq!(o.keys.typed_auto(SecretProviderClass), "example.com/spc-auto");
     assert_eq!(o.health_addr, Some(ListenAddr { host: None, port: 8081 }));
     let alert = o.alert.as_ref().unwrap();
-    assert_eq!(alert.proxy.as_ref().map(SensitiveString::expose), Some("http://proxy:3128"), "ALERT_PROXY wins");
+    assert_eq!(
+        alert.proxy.as_ref().map(SensitiveString::expose),
+        Some("http://proxy:3128"),
+        "ALERT_PROXY wins"
+    );
     assert!(alert.structured && alert.sink == AlertSink::Raw);
     assert_eq!(options(|_| {}).health_addr, None, "unset: the probes stay on --metrics-addr only");
 

@@ -28,7 +28,8 @@ fn defaults() -> RawOptions {
         secret_exclude_annotation: "secrets.exclude.reloader.stakater.com/reload".into(),
         secretproviderclass_annotation: "secretproviderclass.reloader.stakater.com/reload".into(),
         secretproviderclass_auto_annotation: "secretproviderclass.reloader.stakater.com/auto".into(),
-        secretproviderclass_exclude_annotation: "secretproviderclasses.exclude.reloader.stakater.com/reload".into(),
+        secretproviderclass_exclude_annotation: "secretproviderclasses.exclude.reloader.stakater.com/reload"
+            .into(),
         log_format: String::new(),
         log_level: "info".into(),
         webhook_url: SensitiveString::default(),

@@ -182,7 +182,10 @@ impl RawOptions {
             configmap_exclude: key("--configmap-exclude-annotation", &self.configmap_exclude_annotation)?,
             secret_exclude: key("--secret-exclude-annotation", &self.secret_exclude_annotation)?,
             spc_reload: key("--secretproviderclass-annotation", &self.secretproviderclass_annotation)?,
-            spc_auto: key("--secretproviderclass-auto-annotation", &self.secretproviderclass_auto_annotation)?,
+            spc_auto: key(
+                "--secretproviderclass-auto-annotation",
+                &self.secretproviderclass_auto_annotation,
+            )?,
             spc_exclude: key(
                 "--secretproviderclass-exclude-annotation",
                 &self.secretproviderclass_exclude_annotation,
@@ -362,7 +365,9 @@ impl RawOptions {
         Some(AlertConfig {
             url: SensitiveString::new(url),
             sink,
-            proxy: exposed(&self.alert_proxy).or_else(|| exposed(&self.alert_webhook_proxy)).map(SensitiveString::new),
+            proxy: exposed(&self.alert_proxy)
+                .or_else(|| exposed(&self.alert_webhook_proxy))
+                .map(SensitiveString::new),
             additional_info: non_blank(self.alert_additional_info.as_deref()),
             structured: self.alert_structured && sink == AlertSink::Raw,
         })

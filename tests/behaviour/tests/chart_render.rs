@@ -260,6 +260,12 @@ fn rows() -> Vec<Row> {
             details: Some(job_fence_alone),
         },
         Row {
+            name: "Job fence alone: cert-manager, the API server's addresses unknown",
+            values: json!({"webhook": {"certManager": {"enabled": true}}}),
+            api_versions: &[WRITE_FENCE_API],
+            details: Some(job_fence_alone),
+        },
+        Row {
             name: "Job fence forced on (writeFence.jobs=true)",
             values: json!({"writeFence": {"jobs": true}, "webhook": {"networkPolicy": {"enabled": false}}}),
             api_versions: &[WRITE_FENCE_API],
@@ -448,19 +454,13 @@ fn defaults() -> Value {
 
 /// Whether `helm template` (which looks nothing up in a cluster) renders the Job fence, as
 /// values.yaml documents `writeFence.jobs`: with the policy and Jobs to create, "true" always,
-/// "auto" with the webhook, or with a certificate that survives re-renders and the API server's
-/// addresses known.
+/// "auto" with the webhook or a certificate that survives re-renders.
 fn job_fence_served(values: &Value, api_versions: &[&str]) -> bool {
     let (r, w, jobs) = (&values["reloader"], &values["webhook"], &values["writeFence"]["jobs"]);
     let creates_jobs = !(on(&r["ignoreJobs"]) && on(&r["ignoreCronJobs"]));
     let policy = on(&values["writeFence"]["enabled"]) && api_versions.contains(&WRITE_FENCE_API);
     let kept_certificate = on(&w["certManager"]["enabled"]) || !text(&w["tls"]["existingSecret"]).is_empty();
-    let known_peers = !on(&w["networkPolicy"]["enabled"])
-        || w["networkPolicy"]["from"].as_array().is_some_and(|from| !from.is_empty());
-    policy
-        && creates_jobs
-        && *jobs != false
-        && (*jobs == true || on(&w["enabled"]) || (kept_certificate && known_peers))
+    policy && creates_jobs && *jobs != false && (*jobs == true || on(&w["enabled"]) || kept_certificate)
 }
 
 /// `over` on top of `base`, objects merged key by key as helm merges values files.
@@ -997,10 +997,14 @@ fn job_fence_alone(set: &Rendered) -> Check {
         set.deployment["metadata"]["labels"].get("reloader.stakater.com/webhook").is_none(),
         "no skip label: nothing is sent to a mutating webhook",
     )?;
+    // Without the mutating webhook, the port gets its policy only where the API server's
+    // addresses are known (`helm template` looks none up).
+    let np = &set.values["webhook"]["networkPolicy"];
+    let known = np["from"].as_array().is_some_and(|from| !from.is_empty());
     let policies = find(set.docs, "NetworkPolicy", Some(&format!("{FULLNAME}-webhook")), Some(NAMESPACE));
     ensure(
-        policies.len() == usize::from(on(&set.values["webhook"]["networkPolicy"]["enabled"])),
-        "the webhook port's NetworkPolicy as webhook.networkPolicy says",
+        policies.len() == usize::from(on(&np["enabled"]) && known),
+        "the webhook port's NetworkPolicy as webhook.networkPolicy says, where its peers are known",
     )
 }
 
