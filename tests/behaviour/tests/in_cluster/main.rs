@@ -102,6 +102,34 @@ async fn as_users_run_it() {
     eprintln!("in-cluster: all steps in {:.1}s", started.elapsed().as_secs_f32());
 }
 
+/// H60, run by `hack/upgrade-test` (it builds the previous release first, which the test command
+/// has no time for): the previous release's chart and image upgraded to this commit's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "hack/upgrade-test runs it, with the previous release built"]
+async fn upgrade_from_the_previous_release() {
+    let previous = std::env::var_os("RELOADER_PREVIOUS_SOURCE")
+        .map(std::path::PathBuf::from)
+        .expect("RELOADER_PREVIOUS_SOURCE: the previous release's checkout (hack/upgrade-test)");
+    if let Some(why) = missing_prerequisites() {
+        panic!("the upgrade test cannot run: {why}");
+    }
+    let Some(cluster) = start().await else { unreachable!("prerequisites checked") };
+    let kernel_before = cluster.node.kernel_settings_before();
+    {
+        let _logs = cluster.plane.dump_logs_on_panic();
+        cluster.namespace(chart::RELEASE_NAMESPACE).await;
+        cluster.namespace(chart::APPS).await;
+        cluster.run_app(chart::APPS, "web", "hello").await;
+        step(
+            "H60 upgrade from the previous release",
+            upgrade::from_the_previous_release(&cluster, &previous),
+        )
+        .await;
+    }
+    drop(cluster);
+    trace::assert_no_trace(&kernel_before);
+}
+
 /// Not a test of its own: the child process `trace::killed_run_is_cleaned` starts and kills.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "run by as_users_run_it as a child process"]
