@@ -11,17 +11,31 @@
 //! - [`args`]: flags and the morecontainers environment variables.
 //! - `watch`: one watch per object; `engine`: merge, compare, write; `writer`: the atomic swap.
 //! - `notify`: the notifications; `metrics`: /metrics, /live, /readyz; `run`: start to stop.
+//!
+//! All but [`watch_error`] (which the controller's watches use, on every platform) is Unix only:
+//! symlinks, file modes and signals, for the application beside it in its pod.
 
+#[cfg(unix)]
 mod args;
+#[cfg(unix)]
 mod backoff;
+#[cfg(unix)]
 mod engine;
+#[cfg(unix)]
 mod metrics;
+#[cfg(unix)]
 mod notify;
+#[cfg(unix)]
 mod payload;
+#[cfg(unix)]
 mod run;
+#[cfg(unix)]
 mod watch;
 pub mod watch_error;
+#[cfg(unix)]
 mod writer;
 
+#[cfg(unix)]
 pub use args::SidecarArgs;
+#[cfg(unix)]
 pub use run::run;

@@ -17,23 +17,26 @@ use super::payload::{SourceId, SourceKind};
 use super::watch;
 use super::writer::AtomicWriter;
 
-/// The sidecar holds Secret data in memory: no core dump may carry it to disk, nor another
-/// process of the same user read it through ptrace or `/proc/<pid>/mem`.
+/// The sidecar holds Secret data in memory: no core dump may carry it to disk, nor (on Linux,
+/// where `prctl` says so) another process of the same user read it through ptrace or
+/// `/proc/<pid>/mem`.
 fn forbid_core_dumps() -> std::io::Result<()> {
-    use rustix::process::{DumpableBehavior, Resource, Rlimit, set_dumpable_behavior, setrlimit};
+    use rustix::process::{Resource, Rlimit, setrlimit};
     setrlimit(Resource::Core, Rlimit { current: Some(0), maximum: Some(0) })?;
-    set_dumpable_behavior(DumpableBehavior::NotDumpable)?;
+    #[cfg(target_os = "linux")]
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)?;
     Ok(())
 }
 
 #[cfg(test)]
 #[test]
 fn core_dumps_are_off_once_the_sidecar_starts() {
-    use rustix::process::{DumpableBehavior, Resource, dumpable_behavior, getrlimit};
+    use rustix::process::{Resource, getrlimit};
     forbid_core_dumps().unwrap();
     let limit = getrlimit(Resource::Core);
     assert_eq!((limit.current, limit.maximum), (Some(0), Some(0)));
-    assert_eq!(dumpable_behavior().unwrap(), DumpableBehavior::NotDumpable);
+    #[cfg(target_os = "linux")]
+    assert_eq!(rustix::process::dumpable_behavior().unwrap(), rustix::process::DumpableBehavior::NotDumpable);
 }
 
 /// Runs the sidecar until SIGTERM/SIGINT, or in init mode until the files are written.
