@@ -22,6 +22,7 @@ use crate::notify::events::{EventRecorder, EventSink};
 use crate::notify::webhook::{WebhookNotifier, WebhookQueue};
 use crate::observe::http::{self, Health};
 use crate::observe::metrics::Metrics;
+#[cfg(unix)]
 use crate::observe::pprof;
 use crate::rbac::{self, AccessReview, KubeAccessReview, KubeRulesReview, RulesFirst};
 use crate::reconcile::catch_up::{CatchUp, CatchUpConfig};
@@ -42,6 +43,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     for warning in &options.warnings {
         warn!("{warning}");
     }
+    #[cfg(unix)]
     if options.pprof_addr.is_some() {
         pprof::start_heap_sampling().await;
     }
@@ -67,6 +69,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     }
 
     // --enable-pprof: CPU and heap profiles on their own port, never the metrics one.
+    #[cfg(unix)]
     if let Some(addr) = options.pprof_addr {
         supervisor.spawn_service("pprof server", pprof::serve(addr, shutdown.clone()));
     }

@@ -155,6 +155,8 @@ pub fn keep_freed_pages_for_a_while() {
 
 /// Hands what this thread's allocator cache holds back to its arena, where
 /// [`release_free_memory`] can return it (a blocking thread keeps its cache while it lives).
+/// Only the profiles call it, which are Unix only.
+#[cfg(unix)]
 pub(crate) fn flush_thread_cache() {
     #[cfg(feature = "jemalloc")]
     {
