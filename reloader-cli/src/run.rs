@@ -385,7 +385,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
 
 /// Returns when SIGTERM or Ctrl-C arrives, having started the shutdown.
 async fn wait_for_signal(shutdown: CancellationToken) -> anyhow::Result<()> {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+    let mut term = match sigterm() {
         Ok(s) => s,
         Err(e) => {
             warn!(error = %e, "cannot listen for SIGTERM");
@@ -401,6 +401,17 @@ async fn wait_for_signal(shutdown: CancellationToken) -> anyhow::Result<()> {
     }
     shutdown.cancel();
     Ok(())
+}
+
+#[cfg(unix)]
+fn sigterm() -> std::io::Result<tokio::signal::unix::Signal> {
+    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+}
+
+/// Windows has no SIGTERM: its console closing is the nearest (Ctrl-C is handled as everywhere).
+#[cfg(windows)]
+fn sigterm() -> std::io::Result<tokio::signal::windows::CtrlClose> {
+    tokio::signal::windows::ctrl_close()
 }
 
 fn hostname() -> String {

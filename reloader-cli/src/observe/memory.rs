@@ -243,6 +243,7 @@ pub fn release_cold_code() {
 
 /// The address ranges of `exe`'s read-only private mappings (code and read-only data) in a
 /// `/proc/<pid>/maps` listing: `start-end perms offset dev inode path`.
+#[cfg(any(target_os = "linux", test))]
 fn read_only_mappings_of(maps: &str, exe: &str) -> Vec<std::ops::Range<usize>> {
     maps.lines()
         .filter_map(|line| {
@@ -343,6 +344,7 @@ mod tests {
         }
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn this_process_finds_its_own_code() {
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
