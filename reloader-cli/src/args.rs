@@ -335,6 +335,15 @@ pub struct RunArgs {
 impl RunArgs {
     /// Checks every value (see `RawOptions::validate`).
     pub fn validate(self) -> Result<Options, ConfigError> {
+        // CPU profiles are sampled from a SIGPROF handler: where there is none they are not built
+        // in, and the flag is refused.
+        #[cfg(not(unix))]
+        if self.enable_pprof {
+            return Err(ConfigError::Requires {
+                flag: "--enable-pprof",
+                requirement: "Linux or macOS (CPU profiles need SIGPROF, which Windows lacks)",
+            });
+        }
         RawOptions::from(self).validate()
     }
 }

@@ -48,8 +48,14 @@ fn bind_socket(addr: SocketAddr, dual_stack: bool) -> io::Result<TcpListener> {
 
 /// The errors of a kernel without IPv6: no such address family, or no `::` to bind.
 fn ipv6_unavailable(error: &io::Error) -> bool {
-    matches!(error.raw_os_error(), Some(libc::EAFNOSUPPORT | libc::EADDRNOTAVAIL | libc::EPROTONOSUPPORT))
+    error.raw_os_error().is_some_and(|code| NO_IPV6.contains(&code))
 }
+
+#[cfg(unix)]
+const NO_IPV6: [i32; 3] = [libc::EAFNOSUPPORT, libc::EADDRNOTAVAIL, libc::EPROTONOSUPPORT];
+/// Windows reports Winsock's codes instead: WSAEAFNOSUPPORT, WSAEADDRNOTAVAIL, WSAEPROTONOSUPPORT.
+#[cfg(windows)]
+const NO_IPV6: [i32; 3] = [10047, 10049, 10043];
 
 #[cfg(test)]
 mod tests {
@@ -114,6 +120,7 @@ mod tests {
         }
     }
 
+    #[cfg(unix)]
     #[test]
     fn errors_of_a_kernel_without_ipv6() {
         let cases = [

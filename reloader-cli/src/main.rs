@@ -14,7 +14,10 @@ use clap_complete::Shell;
 use reloader_cli::args::RunArgs;
 use reloader_cli::explain::ExplainArgs;
 use reloader_cli::observe::telemetry;
-use reloader_core::options::{LogFormat, LogLevel, Options};
+#[cfg(unix)]
+use reloader_core::options::LogLevel;
+use reloader_core::options::{LogFormat, Options};
+#[cfg(unix)]
 use reloader_sidecar::SidecarArgs;
 
 #[derive(Parser, Debug)]
@@ -37,7 +40,16 @@ enum Command {
     /// Run the controller (what `reloader` does without a subcommand)
     Run(Box<RunArgs>),
     /// Keep a directory in sync with ConfigMaps/Secrets and notify the app, without restarts
+    #[cfg(unix)]
     Sidecar(Box<SidecarArgs>),
+    // The sidecar writes a pod's files (symlinks, modes) and signals its processes: Unix only.
+    // Elsewhere the word is still known, so that it says so rather than "unexpected argument".
+    #[cfg(not(unix))]
+    #[command(hide = true, disable_help_flag = true)]
+    Sidecar {
+        #[arg(num_args = 0.., allow_hyphen_values = true, trailing_var_arg = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Explain why a workload would or would not reload when its ConfigMaps/Secrets change
     Explain(Box<ExplainArgs>),
     /// Print a shell completion script (e.g. `reloader completion bash > /etc/bash_completion.d/reloader`)
@@ -93,7 +105,14 @@ fn main() -> ExitCode {
     };
     let args = match cli.command {
         Some(Command::Run(args)) => *args,
+        #[cfg(unix)]
         Some(Command::Sidecar(args)) => return run_sidecar(*args),
+        #[cfg(not(unix))]
+        Some(Command::Sidecar { .. }) => {
+            return usage_error(
+                "the sidecar subcommand is not available on Windows: it runs beside the application, in a Linux pod",
+            );
+        }
         Some(Command::Explain(args)) => return run_explain(*args),
         Some(Command::Completion { shell }) => return print_completion(&invocation, shell),
         None => cli.run,
@@ -129,6 +148,7 @@ fn exit_code(result: anyhow::Result<()>) -> ExitCode {
     }
 }
 
+#[cfg(unix)]
 fn run_sidecar(args: SidecarArgs) -> ExitCode {
     // The sidecar runs in every pod it serves: no start-up worth its threads' allocator caches.
     reloader_cli::observe::memory::end_start_up();

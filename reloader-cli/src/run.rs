@@ -22,6 +22,7 @@ use crate::notify::events::{EventRecorder, EventSink};
 use crate::notify::webhook::{WebhookNotifier, WebhookQueue};
 use crate::observe::http::{self, Health};
 use crate::observe::metrics::Metrics;
+#[cfg(unix)]
 use crate::observe::pprof;
 use crate::rbac::{self, AccessReview, KubeAccessReview, KubeRulesReview, RulesFirst};
 use crate::reconcile::catch_up::{CatchUp, CatchUpConfig};
@@ -42,6 +43,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     for warning in &options.warnings {
         warn!("{warning}");
     }
+    #[cfg(unix)]
     if options.pprof_addr.is_some() {
         pprof::start_heap_sampling().await;
     }
@@ -67,6 +69,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     }
 
     // --enable-pprof: CPU and heap profiles on their own port, never the metrics one.
+    #[cfg(unix)]
     if let Some(addr) = options.pprof_addr {
         supervisor.spawn_service("pprof server", pprof::serve(addr, shutdown.clone()));
     }
@@ -382,7 +385,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
 
 /// Returns when SIGTERM or Ctrl-C arrives, having started the shutdown.
 async fn wait_for_signal(shutdown: CancellationToken) -> anyhow::Result<()> {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+    let mut term = match sigterm() {
         Ok(s) => s,
         Err(e) => {
             warn!(error = %e, "cannot listen for SIGTERM");
@@ -398,6 +401,17 @@ async fn wait_for_signal(shutdown: CancellationToken) -> anyhow::Result<()> {
     }
     shutdown.cancel();
     Ok(())
+}
+
+#[cfg(unix)]
+fn sigterm() -> std::io::Result<tokio::signal::unix::Signal> {
+    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+}
+
+/// Windows has no SIGTERM: its console closing is the nearest (Ctrl-C is handled as everywhere).
+#[cfg(windows)]
+fn sigterm() -> std::io::Result<tokio::signal::windows::CtrlClose> {
+    tokio::signal::windows::ctrl_close()
 }
 
 fn hostname() -> String {

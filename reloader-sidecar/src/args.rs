@@ -170,6 +170,8 @@ pub(crate) fn parse_signal(s: &str) -> Result<Signal, String> {
         "CONT" => Signal::CONT,
         "WINCH" => Signal::WINCH,
         "IO" | "POLL" => Signal::IO,
+        // The BSDs (macOS) have no SIGPWR.
+        #[cfg(target_os = "linux")]
         "PWR" => Signal::POWER,
         _ => return Err(format!("unknown signal `{trimmed}` (try HUP, USR1, USR2, TERM, or a number)")),
     };

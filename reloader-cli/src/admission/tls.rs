@@ -10,7 +10,6 @@
 //! server, through its admission kubeconfig); the bundle is polled and reloaded the same way.
 
 use std::fs::Metadata;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
@@ -53,13 +52,21 @@ struct FileStamp {
 
 impl FileStamp {
     fn of(metadata: &Metadata) -> Self {
-        FileStamp {
-            device: metadata.dev(),
-            inode: metadata.ino(),
-            len: metadata.len(),
-            modified: metadata.modified().ok(),
-        }
+        let (device, inode) = file_id(metadata);
+        FileStamp { device, inode, len: metadata.len(), modified: metadata.modified().ok() }
     }
+}
+
+#[cfg(unix)]
+fn file_id(metadata: &Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt as _;
+    (metadata.dev(), metadata.ino())
+}
+
+/// Windows' file ids are not in stable std: the length and time alone tell a new version there.
+#[cfg(not(unix))]
+fn file_id(_: &Metadata) -> (u64, u64) {
+    (0, 0)
 }
 
 /// The certificate chain and key in service, and the files they come from.

@@ -155,6 +155,8 @@ pub fn keep_freed_pages_for_a_while() {
 
 /// Hands what this thread's allocator cache holds back to its arena, where
 /// [`release_free_memory`] can return it (a blocking thread keeps its cache while it lives).
+/// Only the profiles call it, which are Unix only.
+#[cfg(unix)]
 pub(crate) fn flush_thread_cache() {
     #[cfg(feature = "jemalloc")]
     {
@@ -241,6 +243,7 @@ pub fn release_cold_code() {
 
 /// The address ranges of `exe`'s read-only private mappings (code and read-only data) in a
 /// `/proc/<pid>/maps` listing: `start-end perms offset dev inode path`.
+#[cfg(any(target_os = "linux", test))]
 fn read_only_mappings_of(maps: &str, exe: &str) -> Vec<std::ops::Range<usize>> {
     maps.lines()
         .filter_map(|line| {
@@ -341,6 +344,7 @@ mod tests {
         }
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn this_process_finds_its_own_code() {
         let exe = std::fs::read_link("/proc/self/exe").unwrap();

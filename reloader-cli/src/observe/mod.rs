@@ -5,6 +5,8 @@
 pub(crate) mod http;
 pub mod memory;
 pub(crate) mod metrics;
+// CPU profiles are sampled by a SIGPROF handler: Unix only (`--enable-pprof` is refused elsewhere).
+#[cfg(unix)]
 pub(crate) mod pprof;
 pub mod telemetry;
 pub(crate) mod trace;
