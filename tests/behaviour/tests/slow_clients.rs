@@ -39,6 +39,23 @@ fn ensure_fd_limit() {
     }
 }
 
+/// Waits until `pid` holds at most `bound` descriptors; panics when it does not within 10 s
+/// (connections whose clients left were never released).
+async fn settle_fds(pid: u32, bound: usize, before: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let fds = open_fds(pid);
+        if fds <= bound {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "before {before}: {fds} descriptors still open, more than {bound}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// [`SLOW_CLIENTS`] connections to `port`, each having sent [`PARTIAL_REQUEST`].
 async fn hold_slow_clients(port: u16) -> Vec<TcpStream> {
     let mut held = Vec::with_capacity(SLOW_CLIENTS);
@@ -101,6 +118,9 @@ async fn slow_clients_never_hold_a_listener() {
         ("pprof", pprof_port, vec!["/debug/pprof/"]),
     ];
     for (listener, port, paths) in listeners {
+        // The previous listener's connections are released once their clients left; each
+        // listener is measured from rest, not on top of the one before.
+        settle_fds(pid, resting_fds + FD_MARGIN, listener).await;
         let held = hold_slow_clients(port).await;
         // Each path twice: once right after the flood, once after the server has caught up.
         for round in 0..2 {
