@@ -4,6 +4,12 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT_DIR="$(cd "$HACK_DIR/.." && pwd)"
 # shellcheck source=versions.env
 source "$HACK_DIR/versions.env"
+# The Kubernetes version of the matrix to build, start and test (hack/matrix); the pinned newest by
+# default. The test harness reads the same variable (tests/harness/src/binaries.rs).
+KUBERNETES_PINNED="$KUBERNETES_VERSION"
+KUBERNETES_VERSION="${RELOADER_KUBERNETES_VERSION:-$KUBERNETES_VERSION}"
+[[ $KUBERNETES_VERSION =~ ^v1\.[0-9]+\.[0-9]+$ ]] ||
+  { echo "RELOADER_KUBERNETES_VERSION=$KUBERNETES_VERSION: expected v1.<minor>.<patch>, e.g. $KUBERNETES_OLDEST" >&2; exit 2; }
 # One variable moves the whole cache (binaries keyed by version live below it).
 CACHE_DIR="${RELOADER_DEV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/reloader-dev}"
 export GOFLAGS="${GOFLAGS:--buildvcs=false}"

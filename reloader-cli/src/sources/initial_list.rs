@@ -5,10 +5,12 @@
 //! then holds a page of hundreds of objects: on bench M1 a page of Secrets with Helm releases
 //! is tens of MB, which set both our start-up peak and kube-apiserver's (docs/benchmark.md).
 //!
-//! An API server without the WatchList feature (off by default before Kubernetes 1.34, or turned
-//! off) rejects that request as invalid; the watch then lists in pages of 500 for the rest of
+//! An API server without the WatchList feature (off by default in Kubernetes 1.33 and before
+//! 1.32, or turned off) rejects that request as invalid; the watch then lists in pages of 500 for the rest of
 //! the process, as client-go's reflector falls back. Both need only `list` and `watch`, the rules
 //! the chart grants.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt as _};
@@ -16,7 +18,10 @@ use kube::Resource;
 use kube::api::Api;
 use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
-use tracing::info;
+use tracing::{debug, info};
+
+/// Whether a watch has already said that the API server does not stream lists.
+static STREAMING_REFUSED_TOLD: AtomicBool = AtomicBool::new(false);
 
 type Events<K> = BoxStream<'static, watcher::Result<watcher::Event<K>>>;
 
@@ -46,7 +51,15 @@ fn falling_back<K: Send + 'static>(
         loop {
             let event = events.next().await?;
             if let Some(paged) = fallback.take_if(|_| matches!(&event, Err(e) if streaming_rejected(e))) {
-                info!(watch, "the API server does not stream lists (WatchList off); listing in pages");
+                // Every watch meets the same API server: the operator is told once, not per kind.
+                if STREAMING_REFUSED_TOLD.swap(true, Ordering::Relaxed) {
+                    debug!(watch, "listing in pages");
+                } else {
+                    info!(
+                        watch,
+                        "the API server does not stream lists (WatchList off); every watch lists in pages"
+                    );
+                }
                 events = paged();
                 continue;
             }

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use reloader_harness::{NotYet, Reloader, wait_until};
+use reloader_harness::{ControlPlane, NotYet, PlaneOptions, Reloader, wait_until};
 use reloader_tests::chart::Helm;
 use reloader_tests::fixtures::TestEnv;
 use serde_json::{Value, json};
@@ -19,6 +19,7 @@ const LEGACY_KEYS: &str = "come from Stakater's chart 1.x";
 const STAKATER_IMAGE: &str = "is Stakater Reloader's, not this";
 const RELEASE_NAMESPACE_ADDED: &str = "The release namespace is always included";
 const SELECTOR_UNUSED: &str = "apply only with\nreloader.watchGlobally=true";
+const NO_FENCE: &str = "no write fence is installed";
 
 /// A values set, what its notes must say and what they must not.
 struct NotesRow {
@@ -29,7 +30,8 @@ struct NotesRow {
 }
 
 fn rows() -> Vec<NotesRow> {
-    let every_note = &[WEBHOOK_MODE, LEGACY_KEYS, STAKATER_IMAGE, RELEASE_NAMESPACE_ADDED, SELECTOR_UNUSED];
+    let every_note =
+        &[WEBHOOK_MODE, LEGACY_KEYS, STAKATER_IMAGE, RELEASE_NAMESPACE_ADDED, SELECTOR_UNUSED, NO_FENCE];
     vec![
         NotesRow {
             name: "default",
@@ -98,6 +100,31 @@ async fn notes_say_what_differs_from_a_stakater_install() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// An API server that does not serve ValidatingAdmissionPolicy (turned off here; absent before
+/// Kubernetes 1.30): the fence cannot be installed, and the notes say so instead of leaving it out
+/// silently (docs/kubernetes-versions.md).
+#[tokio::test]
+async fn notes_say_when_the_cluster_cannot_take_the_write_fence() {
+    let off = ["validatingadmissionpolicies", "validatingadmissionpolicybindings"]
+        .map(|resource| format!("admissionregistration.k8s.io/v1/{resource}=false"))
+        .join(",");
+    // The API server's own admission plugin watches the policies: off with them. The harness
+    // turns ServiceAccount off on a plane without controllers; the last flag wins, so both.
+    let plugins = "--disable-admission-plugins=ServiceAccount,ValidatingAdmissionPolicy".to_owned();
+    let options = PlaneOptions {
+        apiserver_args: vec![format!("--runtime-config={off}"), plugins],
+        ..PlaneOptions::api_only()
+    };
+    let plane =
+        ControlPlane::start(options).await.unwrap_or_else(|e| panic!("starting a plane without VAP: {e}"));
+    let helm = Helm::locate().expect("helm from the dev cache (hack/build helm)");
+    let (manifest, notes) = helm
+        .dry_run(RELEASE, NAMESPACE, &json!({}), plane.kubeconfig_path())
+        .expect("helm install --dry-run");
+    assert!(notes.contains(NO_FENCE), "the notes say the fence is missing:\n{notes}");
+    assert!(!manifest.contains("kind: ValidatingAdmissionPolicy"), "no policy is rendered:\n{manifest}");
 }
 
 #[tokio::test]

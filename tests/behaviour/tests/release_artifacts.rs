@@ -1,7 +1,9 @@
 //! What a user installs from, read from the files that make it (docs/release.md, "What a release
 //! holds"): the chart's metadata (Artifact Hub, `helm search`), the binaries the release workflow
 //! builds for each platform, the krew manifest made from their checksums, and the classic Helm
-//! repository index. The linux/amd64 archive is packed here from the test build's binary.
+//! repository index. The linux/amd64 archive is packed here from the test build's binary. And the
+//! Kubernetes versions it supports (docs/kubernetes-versions.md): one range, in hack/versions.env,
+//! the chart's `kubeVersion`, the README, the CI matrix and the record of the last matrix run.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -275,4 +277,55 @@ fn the_linux_archive_packs_and_the_krew_manifest_names_every_platform() {
     assert!(!refused.status.success());
     let error = String::from_utf8_lossy(&refused.stderr);
     assert!(error.contains(&format!("reloader-{version}-windows-amd64.zip")), "{error}");
+}
+
+/// A `KEY=value` of hack/versions.env.
+fn pinned(key: &str) -> String {
+    read("hack/versions.env")
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("hack/versions.env has no {key}"))
+        .to_owned()
+}
+
+/// The minor of `v1.<minor>.<patch>`.
+fn minor(version: &str) -> u32 {
+    version
+        .strip_prefix("v1.")
+        .and_then(|rest| rest.split('.').next())
+        .and_then(|minor| minor.parse().ok())
+        .unwrap_or_else(|| panic!("{version}: expected v1.<minor>.<patch>"))
+}
+
+#[test]
+fn the_supported_kubernetes_range_is_stated_where_users_look_and_tested() {
+    let [oldest, between, newest] =
+        ["KUBERNETES_OLDEST", "KUBERNETES_BETWEEN", "KUBERNETES_VERSION"].map(|key| pinned(key));
+    let [old, mid, new] = [&oldest, &between, &newest].map(|version| minor(version));
+    assert!(old < mid && mid < new, "oldest {oldest} < between {between} < newest {newest}");
+    assert!(new - old >= 3, "the oldest supported minor is at least three older than the newest");
+
+    let chart = yaml(&read("charts/reloader/Chart.yaml"));
+    assert_eq!(chart["kubeVersion"], format!(">=1.{old}.0-0").as_str(), "Chart.yaml kubeVersion");
+    let readme = read("README.md");
+    let range = format!("Kubernetes 1.{old} to 1.{new}");
+    assert!(readme.contains(&range), "README.md states the range: {range}");
+
+    // The CI matrix: every push to main runs the oldest and the one between (ci.yml's `test` job
+    // runs the newest, through hack/test).
+    let ci = yaml(&read(".github/workflows/ci.yml"));
+    let matrix = &ci["jobs"]["matrix"];
+    assert_eq!(matrix["if"], "github.event_name == 'push' && github.ref == 'refs/heads/main'");
+    assert_eq!(matrix["strategy"]["matrix"]["kubernetes"], serde_json::json!(["oldest", "between"]));
+    assert!(run_lines(matrix).contains("hack/matrix \"${{ matrix.kubernetes }}\""), "{matrix}");
+
+    // The record of the last full matrix run: a row per version, each passed.
+    let record = read("docs/kubernetes-versions.md");
+    for version in [&oldest, &between, &newest] {
+        let row = record
+            .lines()
+            .find(|line| line.starts_with('|') && line.contains(&format!(" {version} ")))
+            .unwrap_or_else(|| panic!("docs/kubernetes-versions.md records no run on {version}"));
+        assert!(row.contains("passed"), "{version} passed in the last matrix run: {row}");
+    }
 }

@@ -1,9 +1,20 @@
 //! Where the control-plane binaries live: the cache that `hack/build` fills, keyed by the
-//! versions pinned in `hack/versions.env`.
+//! versions pinned in `hack/versions.env`, with the Kubernetes version of the matrix that
+//! `RELOADER_KUBERNETES_VERSION` selects (docs/kubernetes-versions.md).
 
 use std::path::{Path, PathBuf};
 
 use crate::PlaneError;
+
+/// The variable that selects the Kubernetes version of the matrix (hack/lib.sh reads it too).
+pub const KUBERNETES_VERSION_VAR: &str = "RELOADER_KUBERNETES_VERSION";
+
+fn is_kubernetes_version(version: &str) -> bool {
+    let mut parts = version.strip_prefix("v1.").unwrap_or_default().split('.');
+    let number =
+        |part: Option<&str>| part.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    number(parts.next()) && number(parts.next()) && parts.next().is_none()
+}
 
 /// hack/versions.env, embedded so the harness and the build script can never disagree.
 const VERSIONS_ENV: &str = include_str!("../../../hack/versions.env");
@@ -26,6 +37,29 @@ impl Versions {
     /// The pinned versions this crate was compiled against.
     pub fn pinned() -> Self {
         Self::parse(VERSIONS_ENV).expect("hack/versions.env names every component")
+    }
+
+    /// The versions this run uses: the pinned ones, with Kubernetes replaced by
+    /// `RELOADER_KUBERNETES_VERSION` when it is set, as hack/lib.sh does.
+    pub fn selected() -> Self {
+        Self::pinned().with_kubernetes(std::env::var(KUBERNETES_VERSION_VAR).ok())
+    }
+
+    fn with_kubernetes(mut self, chosen: Option<String>) -> Self {
+        if let Some(version) = chosen.filter(|version| !version.is_empty()) {
+            assert!(
+                is_kubernetes_version(&version),
+                "{KUBERNETES_VERSION_VAR}={version}: expected v1.<minor>.<patch>, e.g. {}",
+                self.kubernetes
+            );
+            self.kubernetes = version;
+        }
+        self
+    }
+
+    /// The Kubernetes minor version, e.g. 32 for v1.32.9.
+    pub fn kubernetes_minor(&self) -> u32 {
+        self.kubernetes.split('.').nth(1).and_then(|minor| minor.parse().ok()).expect("v1.<minor>.<patch>")
     }
 
     fn parse(env_file: &str) -> Option<Self> {
@@ -86,9 +120,9 @@ pub struct Binaries {
 }
 
 impl Binaries {
-    /// The binaries of the pinned versions in `cache`.
+    /// The binaries of the selected versions in `cache`.
     pub fn in_cache(cache: &Path) -> Self {
-        let versions = Versions::pinned();
+        let versions = Versions::selected();
         let kubernetes = cache.join(format!("kubernetes-{}", versions.kubernetes));
         let kwok = cache.join(format!("kwok-{}", versions.kwok));
         Self {
@@ -178,6 +212,32 @@ mod tests {
     fn the_embedded_file_names_every_component() {
         let versions = Versions::pinned();
         assert!(versions.kubernetes.starts_with("v1."), "{versions:?}");
+    }
+
+    #[test]
+    fn a_chosen_kubernetes_version_replaces_the_pinned_one() {
+        let pinned = Versions::pinned();
+        assert_eq!(pinned.clone().with_kubernetes(None), pinned);
+        assert_eq!(pinned.clone().with_kubernetes(Some(String::new())), pinned);
+        let chosen = pinned.clone().with_kubernetes(Some("v1.32.9".to_owned()));
+        assert_eq!((chosen.kubernetes.as_str(), chosen.kubernetes_minor()), ("v1.32.9", 32));
+        assert_eq!(chosen.etcd, pinned.etcd);
+    }
+
+    #[test]
+    fn kubernetes_versions_are_checked() {
+        for good in ["v1.32.9", "v1.36.3", "v1.100.0"] {
+            assert!(is_kubernetes_version(good), "{good}");
+        }
+        for bad in ["1.32.9", "v1.32", "v1.32.9-rc.1", "v2.0.0", "v1..3", "v1.32.9.1", ""] {
+            assert!(!is_kubernetes_version(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "RELOADER_KUBERNETES_VERSION=1.32: expected v1.<minor>.<patch>")]
+    fn a_malformed_chosen_version_is_refused() {
+        let _ = Versions::pinned().with_kubernetes(Some("1.32".to_owned()));
     }
 
     #[test]

@@ -62,7 +62,8 @@ pub use wait::{NotYet, wait_until};
 pub enum PlaneError {
     #[error(
         "control-plane binaries are missing from {} ({}); build them with `hack/build` \
-         (a cold build takes about 25 minutes on 2 cores; RELOADER_DEV_CACHE moves the cache)",
+         (a cold build takes about 25 minutes on 2 cores; RELOADER_DEV_CACHE moves the cache, \
+         RELOADER_KUBERNETES_VERSION picks a version of the matrix, passed to both)",
         cache.display(),
         missing.iter().map(|path| path.display().to_string()).collect::<Vec<_>>().join(", ")
     )]

@@ -59,7 +59,7 @@ async fn the_server_reports_the_pinned_kubernetes_version() {
     let plane = ControlPlane::shared().await;
     let _logs = plane.dump_logs_on_panic();
     let version = plane.client().apiserver_version().await.unwrap();
-    assert_eq!(version.git_version, Versions::pinned().kubernetes);
+    assert_eq!(version.git_version, Versions::selected().kubernetes);
 }
 
 #[tokio::test]

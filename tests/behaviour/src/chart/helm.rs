@@ -90,10 +90,22 @@ impl Helm {
         values: &serde_json::Value,
         kubeconfig: &Path,
     ) -> Result<String, PlaneError> {
+        Ok(self.dry_run(release, namespace, values, kubeconfig)?.1)
+    }
+
+    /// What a `helm install` of `values` would apply and print: the manifest and the NOTES.txt,
+    /// rendered with the cluster's API versions (`kubeconfig`); nothing is installed.
+    pub fn dry_run(
+        &self,
+        release: &str,
+        namespace: &str,
+        values: &serde_json::Value,
+        kubeconfig: &Path,
+    ) -> Result<(String, String), PlaneError> {
         let output =
             self.on_cluster(&["install", release], &["--dry-run=client"], namespace, values, kubeconfig)?;
-        let notes = output.split_once("\nNOTES:\n").map(|(_, notes)| notes).unwrap_or_default();
-        Ok(notes.to_owned())
+        let (manifest, notes) = output.split_once("\nNOTES:\n").unwrap_or((output.as_str(), ""));
+        Ok((manifest.to_owned(), notes.to_owned()))
     }
 
     /// `helm upgrade --install <release>` of this chart with `values` into `namespace` of the

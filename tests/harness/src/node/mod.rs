@@ -70,7 +70,7 @@ impl NodeBinaries {
     /// The node's binaries in the cache, failing with the command that builds them.
     pub fn locate() -> Result<Self, PlaneError> {
         let cache = cache_dir();
-        let versions = Versions::pinned();
+        let versions = Versions::selected();
         let images = cache.join(format!("node-images-{}", versions.node_images));
         let binaries = Self {
             kubelet: cache.join(format!("kubernetes-{}", versions.kubernetes)).join("kubelet"),
