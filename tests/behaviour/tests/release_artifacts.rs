@@ -300,7 +300,7 @@ fn minor(version: &str) -> u32 {
 #[test]
 fn the_supported_kubernetes_range_is_stated_where_users_look_and_tested() {
     let [oldest, between, newest] =
-        ["KUBERNETES_OLDEST", "KUBERNETES_BETWEEN", "KUBERNETES_VERSION"].map(|key| pinned(key));
+        ["KUBERNETES_OLDEST", "KUBERNETES_BETWEEN", "KUBERNETES_VERSION"].map(pinned);
     let [old, mid, new] = [&oldest, &between, &newest].map(|version| minor(version));
     assert!(old < mid && mid < new, "oldest {oldest} < between {between} < newest {newest}");
     assert!(new - old >= 3, "the oldest supported minor is at least three older than the newest");
