@@ -25,6 +25,9 @@ mod restarts;
 pub mod run;
 mod scope;
 mod sources;
+/// How every watch starts (streamed initial lists, paged where the API server refuses them); the
+/// benchmark's floor process starts its watches the same way.
+pub use sources::watcher_stream;
 mod state;
 mod supervise;
 mod views;

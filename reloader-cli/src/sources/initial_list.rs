@@ -28,7 +28,7 @@ type Events<K> = BoxStream<'static, watcher::Result<watcher::Event<K>>>;
 /// A watcher of `api` with `config`'s selectors that streams its initial lists where the API
 /// server can, and lists in pages where it cannot. `watch` names it in logs. Without backoff:
 /// the caller adds it.
-pub(crate) fn watcher_stream<K>(
+pub fn watcher_stream<K>(
     watch: String,
     api: Api<K>,
     config: watcher::Config,

@@ -6,6 +6,7 @@
 mod csi;
 pub(crate) mod glue;
 mod initial_list;
+pub use initial_list::watcher_stream;
 mod namespaces;
 mod resources;
 mod workloads;

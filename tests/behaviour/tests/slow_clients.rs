@@ -18,6 +18,12 @@ const MAX_CONNECTIONS: usize = 128;
 /// Descriptors beyond the resting count and the cap: the listener's own, the probe's, and what
 /// the controller opens meanwhile (a watch reconnecting).
 const FD_MARGIN: usize = 32;
+/// Descriptors beyond the resting count once the previous listener's slow clients have left:
+/// what the controller opens meanwhile (a watch reconnecting, the probe's socket).
+const SETTLED_MARGIN: usize = 4;
+/// How long the previous listener's connections may take to be released once their clients left:
+/// the header-read timeout (`reloader_http::Limits::DEFAULT`, 10 s) and some.
+const SETTLE_WITHIN: Duration = Duration::from_secs(15);
 /// How long a probe or a scrape may take while slow clients hold the port.
 const ANSWER_WITHIN: Duration = Duration::from_secs(1);
 /// What a slow client sends, and then nothing more.
@@ -39,10 +45,10 @@ fn ensure_fd_limit() {
     }
 }
 
-/// Waits until `pid` holds at most `bound` descriptors; panics when it does not within 10 s
-/// (connections whose clients left were never released).
+/// Waits until `pid` holds at most `bound` descriptors; panics when it does not within
+/// [`SETTLE_WITHIN`] (connections whose clients left were never released).
 async fn settle_fds(pid: u32, bound: usize, before: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + SETTLE_WITHIN;
     loop {
         let fds = open_fds(pid);
         if fds <= bound {
@@ -120,7 +126,7 @@ async fn slow_clients_never_hold_a_listener() {
     for (listener, port, paths) in listeners {
         // The previous listener's connections are released once their clients left; each
         // listener is measured from rest, not on top of the one before.
-        settle_fds(pid, resting_fds + FD_MARGIN, listener).await;
+        settle_fds(pid, resting_fds + SETTLED_MARGIN, listener).await;
         let held = hold_slow_clients(port).await;
         // Each path twice: once right after the flood, once after the server has caught up.
         for round in 0..2 {

@@ -1,6 +1,6 @@
 //! The process floor of bench M1 (docs/benchmark.md): the least a controller built on our stack
 //! can cost. Same kube client and TLS (rustls on ring), same tokio runtime, same allocator and
-//! allocator settings as `reloader`, and its initial lists streamed as `reloader` streams them; it
+//! allocator settings as `reloader`, and its initial lists taken as `reloader` takes them; it
 //! watches ConfigMaps and Secrets of all namespaces and keeps nothing. It prints its allocator's
 //! options, then `synced` once both initial lists are done (the freed pages and the code
 //! start-up used are returned at the next second, as `reloader` returns them), then the live heap
@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
+use reloader_cli::watcher_stream;
 
 // No `#[global_allocator]` here: calling into reloader-cli's `observe::memory` links it, so its
 // allocator and `malloc_conf` are this binary's too, which is the point (a dependency nothing calls
@@ -35,11 +36,15 @@ async fn watch() -> anyhow::Result<()> {
     let tcache = tikv_jemalloc_ctl::opt::tcache::read()?;
     eprintln!("jemalloc narenas={narenas} tcache={tcache}");
     let client = Client::try_default().await?;
-    // Streamed initial lists, as `reloader` gets them from an API server that streams lists.
-    let config = || watcher::Config::default().streaming_lists();
+    // Initial lists as `reloader` gets them: streamed, or paged where the API server refuses to
+    // stream (WatchList off, as by default on Kubernetes 1.33).
+    let config = watcher::Config::default();
     let configmaps =
-        watcher(Api::<ConfigMap>::all(client.clone()), config()).default_backoff().map(list_done);
-    let secrets = watcher(Api::<Secret>::all(client), config()).default_backoff().map(list_done);
+        watcher_stream("ConfigMap".into(), Api::<ConfigMap>::all(client.clone()), config.clone())
+            .default_backoff()
+            .map(list_done);
+    let secrets =
+        watcher_stream("Secret".into(), Api::<Secret>::all(client), config).default_backoff().map(list_done);
     let mut events = std::pin::pin!(stream::select(configmaps, secrets));
     let mut lists_to_go = 2usize;
     let mut released = false;
