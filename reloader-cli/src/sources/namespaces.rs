@@ -14,7 +14,6 @@ use tracing::info;
 
 use super::Watch;
 use super::glue::{IndexTarget, index_watch};
-use super::initial_list::watcher_stream;
 use crate::observe::metrics::{EventType, ResourceType, WatchMetrics};
 use crate::scope::ScopeFilter;
 use crate::state::Phase;
@@ -27,7 +26,10 @@ pub(super) fn watch(
 ) -> Watch {
     let api: Api<PartialObjectMeta<Namespace>> = Api::all(client.clone());
     let name = "namespace watch".to_owned();
-    let stream = watcher_stream(name.clone(), api, watcher::Config::default()).default_backoff();
+    // Listed in pages, never streamed: a metadata-only watch gets the refusal of a streamed list
+    // (WatchList off, as by default on Kubernetes 1.33) in a form kube cannot decode, so the
+    // fallback of the other watches never sees it. Namespaces are few and small.
+    let stream = watcher(api, watcher::Config::default()).default_backoff();
     let (tx, synced) = watch::channel(false);
     let target = NamespaceTarget { selector, scope, metrics: metrics.clone() };
     let task_name = name.clone();
