@@ -57,11 +57,6 @@ impl Versions {
         self
     }
 
-    /// The Kubernetes minor version, e.g. 32 for v1.32.9.
-    pub fn kubernetes_minor(&self) -> u32 {
-        self.kubernetes.split('.').nth(1).and_then(|minor| minor.parse().ok()).expect("v1.<minor>.<patch>")
-    }
-
     fn parse(env_file: &str) -> Option<Self> {
         let value = |key: &str| {
             env_file.lines().map(str::trim).filter(|line| !line.starts_with('#')).find_map(|line| {
@@ -220,7 +215,7 @@ mod tests {
         assert_eq!(pinned.clone().with_kubernetes(None), pinned);
         assert_eq!(pinned.clone().with_kubernetes(Some(String::new())), pinned);
         let chosen = pinned.clone().with_kubernetes(Some("v1.32.9".to_owned()));
-        assert_eq!((chosen.kubernetes.as_str(), chosen.kubernetes_minor()), ("v1.32.9", 32));
+        assert_eq!(chosen.kubernetes, "v1.32.9");
         assert_eq!(chosen.etcd, pinned.etcd);
     }
 
