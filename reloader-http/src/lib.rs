@@ -12,7 +12,9 @@
 //! - **connection cap**: at most this many connections at once. At the cap, a new connection
 //!   takes the place of the one that has been idle longest (a slow client is idle by the measure
 //!   above), so a probe or a scrape still gets in while slow clients hold the rest; when every
-//!   connection is answering a request, the new one is closed at once.
+//!   connection is answering a request, the new one is closed at once. The cap counts sockets:
+//!   the new connection is served only once the one it displaced has closed its socket, so a
+//!   burst of connections cannot outrun the closing of the displaced ones.
 //!
 //! A task per connection: a slow or stuck client never delays another.
 
@@ -30,6 +32,7 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tower::Service as _;
@@ -112,12 +115,18 @@ pub async fn serve<H: Handshake>(
             debug!(server = name, %peer, "every connection is answering a request: a new one is closed");
             continue;
         };
+        // Immediate unless a displaced connection has not closed its socket yet.
+        let socket = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            permit = registry.sockets.clone().acquire_owned() => permit.expect("the socket semaphore is never closed"),
+        };
         let connection = Connection {
             name,
             peer,
             handshake: handshake.clone(),
             router: router.clone(),
             limits,
+            socket,
             slot,
             shutdown: shutdown.clone(),
         };
@@ -136,16 +145,23 @@ struct Registry {
     max_connections: usize,
     started: Instant,
     next_id: AtomicU64,
+    /// The connections that hold a place: a displaced one leaves at once, so it is never chosen
+    /// twice.
     live: Mutex<HashMap<u64, Arc<Activity>>>,
+    /// One permit per connection socket, given back once the socket is closed: a displaced
+    /// connection keeps its permit until its task has ended.
+    sockets: Arc<Semaphore>,
 }
 
 impl Registry {
     fn new(max_connections: usize) -> Self {
+        let max_connections = max_connections.max(1);
         Self {
-            max_connections: max_connections.max(1),
+            max_connections,
             started: Instant::now(),
             next_id: AtomicU64::new(0),
             live: Mutex::default(),
+            sockets: Arc::new(Semaphore::new(max_connections)),
         }
     }
 
@@ -256,13 +272,15 @@ struct Connection<H> {
     handshake: H,
     router: Router,
     limits: Limits,
+    /// Given back after the socket is closed: bound before the stream, so dropped after it.
+    socket: OwnedSemaphorePermit,
     slot: Slot,
     shutdown: CancellationToken,
 }
 
 impl<H: Handshake> Connection<H> {
     async fn serve(self, tcp: TcpStream) {
-        let Connection { name, peer, handshake, router, limits, slot, shutdown } = self;
+        let Connection { name, peer, handshake, router, limits, socket: _socket, slot, shutdown } = self;
         let activity = slot.activity.clone();
         let _ = tcp.set_nodelay(true);
         let handshake = tokio::time::timeout(limits.header_read_timeout, handshake.handshake(tcp));

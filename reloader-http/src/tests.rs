@@ -27,6 +27,10 @@ struct TestServer {
 }
 
 async fn start(limits: Limits) -> TestServer {
+    start_with(limits, Plain).await
+}
+
+async fn start_with(limits: Limits, handshake: impl Handshake) -> TestServer {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let release = Arc::new(Notify::new());
@@ -51,7 +55,7 @@ async fn start(limits: Limits) -> TestServer {
             }),
         );
     let shutdown = CancellationToken::new();
-    let task = tokio::spawn(serve("test", listener, Plain, router, limits, shutdown.clone()));
+    let task = tokio::spawn(serve("test", listener, handshake, router, limits, shutdown.clone()));
     TestServer { addr, shutdown, task, release }
 }
 
@@ -201,4 +205,75 @@ async fn shutdown_answers_the_request_in_progress_then_returns() {
     assert!(response.ends_with("done"), "{response}");
     tokio::time::timeout(PATIENCE, server.task).await.unwrap().unwrap();
     assert!(TcpStream::connect(server.addr).await.is_err(), "still listening after shutdown");
+}
+
+/// Plain HTTP that counts the server's connection streams open at once, and the most ever open.
+#[derive(Clone, Default)]
+struct CountingStreams {
+    open: Arc<AtomicUsize>,
+    most: Arc<AtomicUsize>,
+}
+
+/// A server-side stream counted by [`CountingStreams`] until it is dropped (its socket closed).
+struct Counted {
+    inner: TcpStream,
+    open: Arc<AtomicUsize>,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.open.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Handshake for CountingStreams {
+    type Stream = Counted;
+
+    fn handshake(&self, tcp: TcpStream) -> impl Future<Output = io::Result<Counted>> + Send {
+        let open = self.open.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(open, Ordering::SeqCst);
+        std::future::ready(Ok(Counted { inner: tcp, open: self.open.clone() }))
+    }
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_connections_never_holds_more_sockets_than_the_cap() {
+    let limits = Limits { header_read_timeout: PATIENCE, idle_timeout: PATIENCE, ..SHORT };
+    let streams = CountingStreams::default();
+    let server = start_with(limits, streams.clone()).await;
+    // Connected in parallel and all at once, so that the server accepts faster than the
+    // connections it displaces are closed.
+    let clients: Vec<_> = (0..256).map(|_| tokio::spawn(send(server.addr, "GET /li"))).collect();
+    let mut held = Vec::new();
+    for client in clients {
+        held.push(client.await.unwrap());
+    }
+    let response = get_text(server.addr, "/live").await;
+    assert!(response.ends_with("ok"), "{response}");
+    let most = streams.most.load(Ordering::SeqCst);
+    assert!(most <= limits.max_connections, "{most} sockets open at once, cap {}", limits.max_connections);
 }
